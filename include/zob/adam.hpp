@@ -1,0 +1,32 @@
+// CPU Adam with DeepSpeedCPUAdam's AdamW semantics (REFERENCE.md §4), fp32, in place.
+#pragma once
+#include <cstdint>
+
+namespace zob {
+
+class ThreadPool;
+
+struct AdamHyper {
+  float lr = 1e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  bool bias_correction = true;
+};
+
+// One step (step >= 1) over n elements:
+//   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  p -= lr*wd*p;
+//   p -= (lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// Split over the pool's threads; vectorised (AVX-512 / AVX2 / scalar chosen at run time).
+void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+               std::int64_t n, int step, const AdamHyper& hyper, ThreadPool& pool);
+
+// The vector instruction set adam_step uses on this CPU: "avx512", "avx2" or "scalar".
+const char* adam_isa();
+
+// fp32 -> bf16 (bf16.hpp rounding) over n elements, split over the pool: the CPU cast of
+// the master into the pinned bf16 parameter buffer under --offload-param.
+void cast_f32_to_bf16_host(const float* src, void* dst_bf16, std::int64_t n, ThreadPool& pool);
+
+}  // namespace zob

@@ -1,0 +1,64 @@
+// The validated run configuration: what the CLI produces, what the parent hands each child
+// (as JSON), what the step consumes. Plain data; validation lives in src/cli.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace zob {
+
+// Which kind of host memory backs the pinned offload buffers (fp32 master, fp32 grads, and
+// the bf16 parameter buffer under --offload-param). Adam states are plain memory in every arm.
+enum class Arm {
+  registered,    // page-aligned + mlock + registered with the device (cudaHostRegister / zex import)
+  unregistered,  // page-aligned + mlock only: DeepSpeed's "native" pin backend
+  pageable,      // page-aligned, neither locked nor registered
+  hostalloc,     // allocated by the device runtime (cudaMallocHost / zeMemAllocHost)
+};
+
+enum class DeviceKind { automatic, cpu, cuda, xpu };
+
+enum class Loop {
+  copy_back,      // default: params resident on the device; copy the fp32 master back after Adam
+  offload_param,  // --offload-param: bf16 params live in pinned host memory, fetched per module
+};
+
+struct ModelShape {
+  std::int64_t vocab = 32000;
+  std::int64_t hidden = 2048;
+  std::int64_t layers = 12;
+};
+
+struct RunConfig {
+  ModelShape model;
+  std::int64_t batch = 4;
+  std::int64_t seq = 128;
+  int steps = 4;
+  int warmup = 2;
+  DeviceKind device = DeviceKind::automatic;
+  int device_index = 0;
+  std::vector<Arm> arms{Arm::registered, Arm::unregistered};
+  Loop loop = Loop::copy_back;
+  std::int64_t chunk_elems = std::int64_t{1} << 26;
+  std::int64_t sub_group_size = 1000000000;
+  int threads = 0;  // CPU Adam threads; 0 = the CPUs this process may use (resolved by the CLI)
+  std::uint64_t seed = 42;
+  std::string json_path;  // empty: no file
+  double timeout_s = 0;   // per arm; 0 = no limit
+
+  std::int64_t tokens() const { return batch * seq; }
+};
+
+const char* to_string(Arm);
+const char* to_string(DeviceKind);
+const char* to_string(Loop);
+// Parse the names above; throw UsageError naming the accepted values.
+Arm parse_arm(const std::string&);
+DeviceKind parse_device_kind(const std::string&);
+
+// Lossless round trip, used for the parent -> child hand-over and in DRIVERRESULT.
+void to_json(nlohmann::json&, const RunConfig&);
+void from_json(const nlohmann::json&, RunConfig&);
+
+}  // namespace zob

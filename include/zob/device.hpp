@@ -1,0 +1,173 @@
+// The device abstraction: everything the ZeRO-3 step needs from an accelerator, and nothing
+// more. Backends (src/backends/{cpu,cuda,level_zero}) implement it; the step uses only this.
+//
+// Conventions
+// - Pointers named `device` point to memory from Device::allocate; `host` pointers point to
+//   host memory (pageable, locked, registered or allocate_host'ed).
+// - Every operation is enqueued on a queue and ordered within it. Work on different queues
+//   is ordered only through events (record on one queue, queue_wait on another). A backend
+//   may execute synchronously at enqueue time (the CPU device does): that is a valid schedule.
+// - Matrices are row-major. bf16 math: inputs bf16, arithmetic and accumulation fp32, one
+//   rounding to bf16 (round to nearest even) at the store. Reductions are deterministic: the
+//   same inputs give the same bits on every call (no float atomics).
+// - Every failure throws DeviceError (errors.hpp) with one line naming the call, the bytes
+//   or shape involved, and the runtime's own error string.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "zob/bf16.hpp"
+
+namespace zob {
+
+enum class Queue { compute = 0, h2d = 1, d2h = 2 };
+inline constexpr int kQueueCount = 3;
+inline const char* to_string(Queue q) {
+  switch (q) {
+    case Queue::compute: return "compute";
+    case Queue::h2d: return "h2d";
+    case Queue::d2h: return "d2h";
+  }
+  return "?";
+}
+
+// Opaque timing / ordering point. Created by Device::create_event.
+class DeviceEvent {
+ public:
+  virtual ~DeviceEvent() = default;
+};
+
+struct DeviceInfo {
+  std::string backend;          // "cpu", "cuda", "xpu" (the --device name)
+  std::string name;             // e.g. "NVIDIA H200"
+  std::string runtime_version;  // e.g. "CUDA runtime 13.0"
+  std::string driver_version;
+  std::string pci_bus_id;       // "" where not applicable
+  std::uint64_t total_memory_bytes = 0;
+  int numa_node = -1;           // NUMA node closest to the device, -1 unknown
+};
+
+// How a host range was made DMA-able. `method` is what DRIVERRESULT reports:
+// "cudaHostRegister", "zexDriverImportExternalPointer", "zeMemAllocHost(memmap-sysmem)",
+// or "not-applicable" on the CPU device.
+struct Registration {
+  std::string method;
+  bool verified = false;  // the runtime confirmed it (cudaPointerGetAttributes, zex base address)
+};
+
+// C[M,N] = op(A) * op(B), bf16 in/out, fp32 accumulation.
+// op(A) is [M,K]: A is stored [M,K] (lda >= K), or [K,M] when trans_a (lda >= M).
+// op(B) is [K,N]: B is stored [K,N] (ldb >= N), or [N,K] when trans_b (ldb >= K).
+// The step's three shapes: forward Y = X W^T (trans_b), input grad dX = dY W (none),
+// weight grad dW = dY^T X (trans_a).
+struct GemmArgs {
+  bool trans_a = false;
+  bool trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  const bf16* a = nullptr;
+  std::int64_t lda = 0;
+  const bf16* b = nullptr;
+  std::int64_t ldb = 0;
+  bf16* c = nullptr;
+  std::int64_t ldc = 0;
+};
+
+// Deterministic embedding backward without atomics: the step builds, once, the list of
+// distinct token ids and for each the positions where it occurs (CSR, positions ascending),
+// and uploads it to device memory. Row unique_ids[i] of dtable gets the fp32 sum, in position
+// order, of dout rows positions[offsets[i] .. offsets[i+1]), rounded once to bf16.
+struct EmbeddingGradIndex {
+  const std::int32_t* unique_ids = nullptr;  // device, n_unique
+  const std::int32_t* offsets = nullptr;     // device, n_unique + 1
+  const std::int32_t* positions = nullptr;   // device, tokens
+  std::int64_t n_unique = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual const DeviceInfo& info() const = 0;
+
+  // ---- device memory; the backend tracks bytes in use and the high-water mark itself ----
+  virtual void* allocate(std::size_t bytes) = 0;  // 256-byte aligned at least
+  virtual void deallocate(void* device) noexcept = 0;
+  virtual std::size_t memory_in_use() const = 0;
+  virtual std::size_t memory_peak() const = 0;
+
+  // ---- host memory ----
+  // False on the CPU device: registration means nothing there, and is reported so.
+  virtual bool registration_applicable() const = 0;
+  // Make [host, host+bytes) DMA-able (page-aligned pointer and size). Verifies the result;
+  // throws DeviceError(registration_refused) rather than ever returning unregistered memory.
+  virtual Registration register_host(void* host, std::size_t bytes) = 0;
+  virtual void unregister_host(void* host) noexcept = 0;
+  virtual bool is_registered(const void* host) const = 0;
+  // Host memory allocated by the runtime (cudaMallocHost / zeMemAllocHost): the `hostalloc`
+  // arm. Throws DeviceError(unavailable) where the backend has no such thing.
+  virtual void* allocate_host(std::size_t bytes) = 0;
+  virtual void deallocate_host(void* host) noexcept = 0;
+
+  // ---- copies and fills, ordered on queue q ----
+  virtual void copy_to_device(Queue q, void* device, const void* host, std::size_t bytes) = 0;
+  virtual void copy_to_host(Queue q, void* host, const void* device, std::size_t bytes) = 0;
+  virtual void fill_zero(Queue q, void* device, std::size_t bytes) = 0;
+
+  // ---- events ----
+  virtual std::unique_ptr<DeviceEvent> create_event() = 0;
+  virtual void record(DeviceEvent& event, Queue q) = 0;
+  virtual void queue_wait(Queue q, DeviceEvent& event) = 0;    // q waits for event
+  virtual void event_synchronize(DeviceEvent& event) = 0;      // the host waits
+  // Device time between two completed events, in seconds.
+  virtual double elapsed_seconds(DeviceEvent& start, DeviceEvent& end) = 0;
+  virtual void synchronize() = 0;  // the host waits for every queue
+
+  // ---- kernels, enqueued on Queue::compute unless a queue is given ----
+  virtual void gemm(const GemmArgs& args) = 0;
+  // out[t,:] = table[ids[t],:]
+  virtual void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
+                                 std::int64_t tokens, std::int64_t hidden) = 0;
+  // Writes only the rows listed in index; the caller zero-fills dtable first.
+  virtual void embedding_backward(const EmbeddingGradIndex& index, const bf16* dout,
+                                  bf16* dtable, std::int64_t hidden) = 0;
+  // y[r,c] = bf16(y[r,c] + bias[c])
+  virtual void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) = 0;
+  // pre[r,c] = bf16(pre[r,c] + bias[c]); act[r,c] = bf16(gelu(pre[r,c])), gelu the erf form.
+  virtual void bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows,
+                                 std::int64_t cols) = 0;
+  // dpre = bf16(dact * gelu'(pre)), elementwise over n.
+  virtual void gelu_backward(const bf16* dact, const bf16* pre, bf16* dpre, std::int64_t n) = 0;
+  // out[c] = bf16(sum over r of x[r,c]), fp32 accumulation: the bias gradient.
+  virtual void column_sum(const bf16* x, bf16* out, std::int64_t rows, std::int64_t cols) = 0;
+  // x = bf16(x + y), elementwise: the residual connection (forward and backward).
+  virtual void residual_add(bf16* x, const bf16* y, std::int64_t n) = 0;
+  // x[i] = bf16(value)
+  virtual void fill(bf16* x, float value, std::int64_t n) = 0;
+  // *result = fp32 sum of x (one float in device memory): the loss.
+  virtual void sum(const bf16* x, std::int64_t n, float* result) = 0;
+  // Casts, round to nearest even, NaN stays NaN (bf16.hpp). On queue q so the step can cast
+  // gradients on the queue that will copy them.
+  virtual void cast_f32_to_bf16(const float* src, bf16* dst, std::int64_t n,
+                                Queue q = Queue::compute) = 0;
+  virtual void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n,
+                                Queue q = Queue::compute) = 0;
+};
+
+// ---- the backend registry (src/device/registry.cpp) ----
+
+struct DeviceRequest {
+  std::string backend;  // "cpu", "cuda", "xpu"
+  int index = 0;
+};
+
+// Creates the device. Throws DeviceError(unavailable) with one line saying why (backend not
+// compiled in, runtime library missing, no driver, no device, version mismatch).
+std::unique_ptr<Device> create_device(const DeviceRequest& request);
+
+// For --device auto: the first backend that yields a device, in the order cuda, xpu, cpu.
+// `notice` receives the reason each accelerator was skipped.
+std::unique_ptr<Device> create_first_available_device(int index, std::string* notice);
+
+}  // namespace zob

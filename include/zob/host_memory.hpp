@@ -1,0 +1,71 @@
+// Host buffers for the offload state: page-aligned allocation, mlock, device registration.
+// RAII; release order is always unregister -> munlock -> free, on every path.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "zob/config.hpp"
+
+namespace zob {
+
+class Device;
+
+enum class HostMemoryMode {
+  pageable,    // page-aligned (posix_memalign / mmap), nothing else
+  locked,      // + mlock
+  registered,  // + mlock + Device::register_host (verified)
+  device_host, // Device::allocate_host (cudaMallocHost / zeMemAllocHost)
+};
+const char* to_string(HostMemoryMode);
+
+// The mode of the pinned offload buffers in an arm (Adam states are always pageable).
+HostMemoryMode pinned_mode_for(Arm arm);
+
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  // Allocates `bytes` (rounded up to the page size; never to a power of two) in `mode`.
+  // `device` is needed for registered / device_host and ignored otherwise. `name` appears in
+  // errors ("fp32 master: mlock of 2.1 GB refused (RLIMIT_MEMLOCK 8 MB); raise it with
+  // ulimit -l unlimited"). On failure everything already done is undone before the throw.
+  HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name);
+  ~HostBuffer();
+  HostBuffer(HostBuffer&&) noexcept;
+  HostBuffer& operator=(HostBuffer&&) noexcept;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+
+  void* data() const { return data_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(data_); }
+  std::size_t size() const { return bytes_; }
+  HostMemoryMode mode() const { return mode_; }
+  const std::string& registration_method() const { return registration_method_; }
+  double register_seconds() const { return register_seconds_; }  // time register_host took
+
+ private:
+  void release() noexcept;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;          // requested
+  std::size_t mapped_bytes_ = 0;   // page-rounded
+  HostMemoryMode mode_ = HostMemoryMode::pageable;
+  Device* device_ = nullptr;
+  bool locked_ = false;
+  bool registered_ = false;
+  std::string name_;
+  std::string registration_method_;
+  double register_seconds_ = 0;
+};
+
+// Process-wide counters of bytes currently locked / registered through HostBuffer, and the
+// high-water marks; the step reports them, tests check they return to zero.
+struct HostMemoryCounters {
+  std::uint64_t locked_bytes = 0;
+  std::uint64_t registered_bytes = 0;
+  std::uint64_t peak_locked_bytes = 0;
+  std::uint64_t peak_registered_bytes = 0;
+};
+HostMemoryCounters host_memory_counters();
+
+}  // namespace zob

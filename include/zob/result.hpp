@@ -1,0 +1,82 @@
+// The result model. A child fills an ArmResult and sends it to the parent as JSON over a pipe;
+// the parent builds a RunResult; every report (table, DRIVERRESULT, --json file, trace) is
+// rendered from these structures and nothing else.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "zob/config.hpp"
+#include "zob/device.hpp"
+
+namespace zob {
+
+// Phase names used as keys: "forward", "backward", "grad_offload", "adam", "copy_back",
+// "param_fetch", "host_cast".
+struct PhaseSample {
+  double device_s = -1;      // device-event time; -1 where the phase is not on the device
+  double host_s = 0;         // host wall time the phase took (or blocked the host)
+  std::uint64_t bytes = 0;   // bytes moved (copies: over the link; adam: 28 B/param)
+  std::int64_t params = 0;   // parameters processed (adam, casts)
+};
+
+// One span on a timeline track, seconds relative to the start of its step.
+struct TraceSpan {
+  std::string track;  // "compute", "h2d", "d2h", "cpu_adam"
+  std::string name;   // "layer3.fwd", "copy_back[2]"
+  double start_s = 0;
+  double duration_s = 0;
+};
+
+struct StepSample {
+  double wall_s = 0;  // host wall clock, step start to all queues idle
+  float loss = 0;     // sum of logits of the forward pass of this step
+  std::map<std::string, PhaseSample> phases;
+  std::vector<TraceSpan> spans;
+};
+
+struct ArmResult {
+  Arm arm = Arm::registered;
+  bool ok = false;
+  std::string error;  // set when !ok: the reason, one line
+
+  // Python-script-compatible fields
+  std::string device;          // backend name: "cpu", "cuda", "xpu"
+  std::string model;           // "synthetic-h{hidden}-l{layers}"
+  std::int64_t params = 0;
+  double params_b = 0;         // params / 1e9 rounded to 3 decimals
+  std::int64_t batch = 0, seq = 0, tokens_per_step = 0;
+  int steps = 0, warmup = 0;
+  double step_avg_s = 0, step_min_s = 0;
+  double gpu_peak_gb = 0;      // device memory high-water mark, 1e9 bytes
+
+  // additions
+  DeviceInfo device_info;
+  std::string loop;                  // "copy_back" / "offload_param"
+  std::vector<StepSample> samples;   // every step, warmup first (the first `warmup` entries)
+  std::string param_checksum;        // checksum_hex of the final fp32 master
+  std::string registration;          // Registration::method, "none", or "not-applicable"
+  bool registration_verified = false;
+  std::uint64_t locked_bytes = 0;     // peak bytes mlocked by this arm
+  std::uint64_t registered_bytes = 0; // peak bytes registered by this arm
+  double register_s = 0;             // time spent registering
+  double setup_s = 0;                // allocation + lock + registration + init, untimed
+  int adam_threads = 0;
+
+  // Timed (post-warmup) step times.
+  std::vector<double> timed_step_s() const;
+};
+
+void to_json(nlohmann::json&, const ArmResult&);
+void from_json(const nlohmann::json&, ArmResult&);  // throws nlohmann::json::exception
+
+struct RunResult {
+  RunConfig config;
+  std::vector<ArmResult> arms;  // in --arms order
+  std::string started_utc;
+  std::string tool_version;
+};
+
+}  // namespace zob

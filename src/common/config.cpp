@@ -1,0 +1,92 @@
+#include "zob/config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "zob/errors.hpp"
+
+namespace zob {
+
+const char* to_string(Arm arm) {
+  switch (arm) {
+    case Arm::registered: return "registered";
+    case Arm::unregistered: return "unregistered";
+    case Arm::pageable: return "pageable";
+    case Arm::hostalloc: return "hostalloc";
+  }
+  return "?";
+}
+
+const char* to_string(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::automatic: return "auto";
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::cuda: return "cuda";
+    case DeviceKind::xpu: return "xpu";
+  }
+  return "?";
+}
+
+const char* to_string(Loop loop) {
+  switch (loop) {
+    case Loop::copy_back: return "copy_back";
+    case Loop::offload_param: return "offload_param";
+  }
+  return "?";
+}
+
+Arm parse_arm(const std::string& name) {
+  for (Arm a : {Arm::registered, Arm::unregistered, Arm::pageable, Arm::hostalloc}) {
+    if (name == to_string(a)) return a;
+  }
+  throw UsageError("unknown arm '" + name +
+                   "': use registered, unregistered, pageable or hostalloc");
+}
+
+DeviceKind parse_device_kind(const std::string& name) {
+  for (DeviceKind d : {DeviceKind::automatic, DeviceKind::cpu, DeviceKind::cuda, DeviceKind::xpu}) {
+    if (name == to_string(d)) return d;
+  }
+  throw UsageError("unknown device '" + name + "': use auto, cpu, cuda or xpu");
+}
+
+void to_json(nlohmann::json& j, const RunConfig& c) {
+  std::vector<std::string> arms;
+  for (Arm a : c.arms) arms.emplace_back(to_string(a));
+  j = nlohmann::json{
+      {"vocab", c.model.vocab},       {"hidden", c.model.hidden},
+      {"layers", c.model.layers},     {"batch", c.batch},
+      {"seq", c.seq},                 {"steps", c.steps},
+      {"warmup", c.warmup},           {"device", to_string(c.device)},
+      {"device_index", c.device_index}, {"arms", arms},
+      {"loop", to_string(c.loop)},    {"chunk_elems", c.chunk_elems},
+      {"sub_group_size", c.sub_group_size}, {"threads", c.threads},
+      {"seed", c.seed},               {"json_path", c.json_path},
+      {"timeout_s", c.timeout_s},
+  };
+}
+
+void from_json(const nlohmann::json& j, RunConfig& c) {
+  c.model.vocab = j.at("vocab").get<std::int64_t>();
+  c.model.hidden = j.at("hidden").get<std::int64_t>();
+  c.model.layers = j.at("layers").get<std::int64_t>();
+  c.batch = j.at("batch").get<std::int64_t>();
+  c.seq = j.at("seq").get<std::int64_t>();
+  c.steps = j.at("steps").get<int>();
+  c.warmup = j.at("warmup").get<int>();
+  c.device = parse_device_kind(j.at("device").get<std::string>());
+  c.device_index = j.at("device_index").get<int>();
+  c.arms.clear();
+  for (const auto& a : j.at("arms")) c.arms.push_back(parse_arm(a.get<std::string>()));
+  const auto loop = j.at("loop").get<std::string>();
+  if (loop == "copy_back") c.loop = Loop::copy_back;
+  else if (loop == "offload_param") c.loop = Loop::offload_param;
+  else throw UsageError("unknown loop '" + loop + "'");
+  c.chunk_elems = j.at("chunk_elems").get<std::int64_t>();
+  c.sub_group_size = j.at("sub_group_size").get<std::int64_t>();
+  c.threads = j.at("threads").get<int>();
+  c.seed = j.at("seed").get<std::uint64_t>();
+  c.json_path = j.at("json_path").get<std::string>();
+  c.timeout_s = j.at("timeout_s").get<double>();
+}
+
+}  // namespace zob
