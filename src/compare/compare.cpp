@@ -1,0 +1,147 @@
+#include "zob/compare.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "zob/errors.hpp"
+
+namespace zob {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+const char* const kArmNames[] = {"registered", "unregistered", "pageable", "hostalloc"};
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("compare: cannot read '" + path + "': check the path");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+double number_or(const nlohmann::json& j, const char* key, double fallback) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+std::string label_of(const nlohmann::json& doc, const std::string& path) {
+  std::string backend;
+  if (doc.contains("environment") && doc["environment"].is_object() &&
+      doc["environment"].contains("device") && doc["environment"]["device"].is_object()) {
+    const auto& d = doc["environment"]["device"];
+    if (d.contains("backend") && d["backend"].is_string()) backend = d["backend"].get<std::string>();
+  }
+  const auto slash = path.find_last_of('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return backend.empty() ? base : base + " (" + backend + ")";
+}
+
+std::string cell(double v, const char* format) {
+  return v < 0 ? std::string("-") : fmt::format(fmt::runtime(format), v);
+}
+
+}  // namespace
+
+nlohmann::json parse_result_document(std::string_view text, const std::string& origin) {
+  std::string_view body = text;
+  // Captured stdout: take the last DRIVERRESULT= line.
+  const std::string_view marker = "DRIVERRESULT=";
+  if (const auto pos = text.rfind(marker); pos != std::string_view::npos &&
+                                           (pos == 0 || text[pos - 1] == '\n')) {
+    body = text.substr(pos + marker.size());
+    if (const auto nl = body.find('\n'); nl != std::string_view::npos) body = body.substr(0, nl);
+  }
+  nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    throw UsageError("compare: '" + origin + "' is not JSON (nor output with a DRIVERRESULT= line)");
+  }
+  if (!doc.is_object() || !doc.contains("schema_version")) {
+    throw UsageError("compare: '" + origin + "' is not a zero3-offload-bench result (no schema_version)");
+  }
+  if (!doc["schema_version"].is_number_integer() || doc["schema_version"].get<long long>() != kSchemaVersion) {
+    throw UsageError(fmt::format("compare: '{}' has schema_version {}; this build reads {}", origin,
+                                 doc["schema_version"].dump(), kSchemaVersion));
+  }
+  if (!doc.contains("workload") || !doc["workload"].is_object()) {
+    throw UsageError("compare: '" + origin + "' has no workload object");
+  }
+  for (const char* arm : kArmNames) {
+    if (doc.contains(arm) && !doc[arm].is_object() && !doc[arm].is_null()) {
+      throw UsageError(fmt::format("compare: '{}': \"{}\" is not an object", origin, arm));
+    }
+  }
+  return doc;
+}
+
+Comparison compare_results(const CompareOptions& options) {
+  if (options.files.size() < 2) throw UsageError("compare: give at least two result files");
+  std::vector<nlohmann::json> docs;
+  std::vector<std::string> labels;
+  for (const auto& path : options.files) {
+    docs.push_back(parse_result_document(read_whole(path), path));
+    labels.push_back(label_of(docs.back(), path));
+  }
+  if (!options.force) {
+    const auto& ref = docs.front()["workload"];
+    for (std::size_t f = 1; f < docs.size(); ++f) {
+      const auto& w = docs[f]["workload"];
+      std::set<std::string> keys;
+      for (const auto& [k, v] : ref.items()) keys.insert(k);
+      for (const auto& [k, v] : w.items()) keys.insert(k);
+      for (const auto& k : keys) {
+        const auto a = ref.contains(k) ? ref[k].dump() : "missing";
+        const auto b = w.contains(k) ? w[k].dump() : "missing";
+        if (a != b) {
+          throw UsageError(fmt::format(
+              "compare: the workloads differ: {} is {} in '{}' but {} in '{}'; rerun with the same "
+              "flags, or pass --force", k, a, options.files.front(), b, options.files[f]));
+        }
+      }
+    }
+  }
+
+  Comparison out;
+  out.doc = {{"files", options.files}, {"labels", labels}, {"workload", docs.front()["workload"]}};
+  std::ostringstream text;
+  text << fmt::format("{:<14}", "arm");
+  for (const auto& l : labels) text << fmt::format(" | {:>28}", l);
+  text << '\n';
+  nlohmann::json arms = nlohmann::json::object();
+  for (const char* arm : kArmNames) {
+    bool present = false;
+    for (const auto& d : docs) present |= d.contains(arm) && d[arm].is_object();
+    if (!present) continue;
+    text << fmt::format("{:<14}", arm);
+    double first = -1;
+    nlohmann::json per_file = nlohmann::json::array();
+    for (const auto& d : docs) {
+      const double avg = d.contains(arm) && d[arm].is_object() ? number_or(d[arm], "step_avg_s", -1) : -1;
+      if (first < 0) first = avg;
+      const double ratio = (first > 0 && avg > 0) ? avg / first : -1;
+      text << fmt::format(" | {:>12} s/step {:>7}", cell(avg, "{:.4f}"), ratio > 0 ? fmt::format("x{:.3f}", ratio) : "-");
+      nlohmann::json entry{{"step_avg_s", avg > 0 ? nlohmann::json(avg) : nlohmann::json(nullptr)},
+                           {"ratio_to_first", ratio > 0 ? nlohmann::json(ratio) : nlohmann::json(nullptr)}};
+      if (d.contains(arm) && d[arm].is_object() && d[arm].contains("phases")) entry["phases"] = d[arm]["phases"];
+      per_file.push_back(std::move(entry));
+    }
+    text << '\n';
+    arms[arm] = std::move(per_file);
+  }
+  out.doc["arms"] = arms;
+  text << fmt::format("{:<14}", "speedup");
+  nlohmann::json speedups = nlohmann::json::array();
+  for (const auto& d : docs) {
+    const double s = number_or(d, "speedup", -1);
+    text << fmt::format(" | {:>28}", s > 0 ? fmt::format("{:.2f}x", s) : "-");
+    speedups.push_back(s > 0 ? nlohmann::json(s) : nlohmann::json(nullptr));
+  }
+  text << '\n';
+  out.doc["speedup"] = speedups;
+  out.text = text.str();
+  return out;
+}
+
+}  // namespace zob
