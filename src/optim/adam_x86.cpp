@@ -3,7 +3,14 @@
 // Math as DeepSpeed's Step_AVX: m = fma(g, 1-b1, b1*m); v = fma(g*g, 1-b2, b2*v);
 // denom = fma(sqrt(v), 1/sqrt(1-b2^t), eps); p = fma(p, -lr*wd, p); p = fma(m/denom, -step, p).
 // Remainders use masked loads/stores, so every element runs the same instructions.
+// Plain stores on purpose: the update is in place, so each line written was just read and a
+// plain store costs no extra write-allocate read, while streaming stores evicted the lines and
+// ran at ~0.65x the probe's bandwidth (measured). Software prefetch (8 lines ahead on all four
+// streams) made no difference beyond noise: the hardware prefetcher follows four linear streams.
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
 
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_*()
 // placeholders (GCC bug 105593); nothing of ours is uninitialised.
@@ -161,8 +168,30 @@ ZOB_AVX2 void adam_range_avx2(float* p, const float* g, float* m, float* v, std:
   }
 }
 
+// The cast writes a buffer it does not read, so plain stores pay a write-allocate read of each
+// destination line; streaming stores skip it (measured on a 2-core Sapphire Rapids VM: about
+// +20% for 100M elements). Small ranges keep plain stores: their output may still be in cache
+// when it is used. Streaming needs 32-byte aligned destinations, so a few leading elements go
+// through the scalar definition first (integer-exact: the same bits either way).
+constexpr std::int64_t kStreamMin = std::int64_t{1} << 14;
+
+inline std::int64_t scalar_lead(const std::uint16_t* dst, std::int64_t n) {
+  const auto misalign = reinterpret_cast<std::uintptr_t>(dst) & 31u;
+  const std::int64_t lead = misalign == 0 ? 0 : static_cast<std::int64_t>((32u - misalign) / 2u);
+  return misalign % 2 != 0 ? n : std::min(lead, n);  // an odd address can never align
+}
+
 ZOB_AVX512 void cast_range_avx512(const float* src, std::uint16_t* dst, std::int64_t n) {
   std::int64_t i = 0;
+  if (n >= kStreamMin) {
+    i = scalar_lead(dst, n);
+    cast_range_scalar(src, dst, i);
+    for (; i + 16 <= n; i += 16) {
+      const __m512i u = _mm512_loadu_si512(src + i);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), bf16x16(u));
+    }
+    _mm_sfence();  // streaming stores are weakly ordered: publish them before the pool's join
+  }
   for (; i + 16 <= n; i += 16) {
     const __m512i u = _mm512_loadu_si512(src + i);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bf16x16(u));
@@ -173,12 +202,21 @@ ZOB_AVX512 void cast_range_avx512(const float* src, std::uint16_t* dst, std::int
 
 ZOB_AVX2 void cast_range_avx2(const float* src, std::uint16_t* dst, std::int64_t n) {
   std::int64_t i = 0;
+  if (n >= kStreamMin) {
+    i = scalar_lead(dst, n);
+    cast_range_scalar(src, dst, i);
+    for (; i + 16 <= n; i += 16) {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8));
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), bf16x16_avx2(lo, hi));
+    }
+    _mm_sfence();
+  }
   for (; i + 16 <= n; i += 16) {
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bf16x16_avx2(lo, hi));
   }
-  // Fewer than 16 left: integer-exact, so the scalar definition gives the same bits.
   cast_range_scalar(src + i, dst + i, n - i);
 }
 
