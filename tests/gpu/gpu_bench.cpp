@@ -155,9 +155,9 @@ void copy_back(CudaDevice& dev) {
   auto* param = static_cast<zob::bf16*>(dev.allocate(n * sizeof(zob::bf16)));
   auto copied = dev.create_event();
   auto freed = dev.create_event();
-  for (const char* kind : {"registered", "pageable"}) {
+  for (const char* kind : {"registered", "mlock-only", "pageable"}) {
     const std::string k = kind;
-    Host h(n * sizeof(float), false);
+    Host h(n * sizeof(float), k == "mlock-only");
     if (k == "registered") dev.register_host(h.ptr, h.bytes);
     const auto* src = static_cast<const float*>(h.ptr);
     std::vector<double> wall;
