@@ -321,7 +321,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaGemm,
                                            GemmCase{false, false, 33, 130, 70, 5},
                                            GemmCase{true, false, 128, 40, 513, 3},
                                            GemmCase{true, true, 31, 17, 65, 2},
-                                           GemmCase{false, true, 256, 384, 512, 0}));
+                                           GemmCase{false, true, 256, 384, 512, 0}),
+                         [](const ::testing::TestParamInfo<GemmCase>& i) {
+                           const auto& c = i.param;
+                           return std::string(c.trans_a ? "T" : "N") + (c.trans_b ? "T" : "N") +
+                                  "_" + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
+                                  std::to_string(c.k) + "_pad" + std::to_string(c.pad);
+                         });
 
 TEST_P(CudaGemm, MatchesCpuWithinAccumulationTolerance) {
   ZOB_REQUIRE_GPU();

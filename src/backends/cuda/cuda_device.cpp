@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "backends/cuda/cuda_kernels.hpp"
@@ -57,6 +58,15 @@ int read_numa_node(std::string bus_id) {
   int node = -1;
   if (!(in >> node)) return -1;
   return node;  // the kernel writes -1 on single-node machines
+}
+
+// The kernel driver's own version (e.g. "580.159.04"), which the CUDA API does not report;
+// empty where the module is not visible (containers without /sys/module).
+std::string kernel_driver_version() {
+  std::ifstream in("/sys/module/nvidia/version");
+  std::string v;
+  if (!(in >> v)) return {};
+  return v;
 }
 
 class CudaEvent final : public DeviceEvent {
@@ -119,7 +129,9 @@ CudaDevice::CudaDevice(int index) : index_(index) {
     info_.backend = "cuda";
     info_.name = prop.name;
     info_.runtime_version = version_string("CUDA runtime", runtime);
-    info_.driver_version = version_string("CUDA driver API", driver);
+    const std::string module = kernel_driver_version();
+    info_.driver_version = (module.empty() ? std::string() : "NVIDIA " + module + ", ") +
+                           version_string("CUDA driver API", driver);
     info_.pci_bus_id = bus;
     info_.total_memory_bytes = prop.totalGlobalMem;
     info_.numa_node = read_numa_node(info_.pci_bus_id);
@@ -345,6 +357,14 @@ void CudaDevice::synchronize() {
 void CudaDevice::gemm(const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0) return;
   bind();
+  constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+  if (g.k < 0 || g.m > kIntMax || g.n > kIntMax || g.k > kIntMax || g.lda > kIntMax ||
+      g.ldb > kIntMax || g.ldc > kIntMax) {
+    throw DeviceError(DeviceErrorKind::runtime,
+                      "cuda: gemm m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                          " k=" + std::to_string(g.k) +
+                          " is outside cuBLAS's 32-bit dimensions: use a smaller shape");
+  }
   // cuBLAS is column-major. A row-major [R,C] matrix with leading dimension ld is the
   // column-major [C,R] one, so C = op(A) op(B) (row-major) is C^T = op(B)^T op(A)^T
   // (column-major): swap the operands and the roles of m and n; each transpose flag stays
