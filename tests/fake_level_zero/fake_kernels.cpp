@@ -99,8 +99,8 @@ const std::map<std::string, Runner>& runners() {
          a.need_cover(0, hidden);
          a.need_cover(1, tokens);
          const auto* ids = a.ptr<const std::int32_t>(0, tokens);
-         const auto* table = a.ptr<const bf16>(1, max_plus_one(ids, tokens) * hidden);
-         zob::cpu::embedding_forward(ids, table, a.ptr<bf16>(2, tokens * hidden), tokens,
+         const auto* tab = a.ptr<const bf16>(1, max_plus_one(ids, tokens) * hidden);
+         zob::cpu::embedding_forward(ids, tab, a.ptr<bf16>(2, tokens * hidden), tokens,
                                      hidden, nullptr);
        }},
       {"embedding_backward",
