@@ -540,7 +540,10 @@ StepSample ArmRunner::run_step(int t) {
 
 }  // namespace
 
-ArmResult run_arm(const RunConfig& config, Arm arm, Device& device) {
+namespace step_detail {
+
+ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
+                          std::vector<float>* final_master) {
   const auto t_setup = Clock::now();
   const HostMemoryCounters before = host_memory_counters();
   ArmRunner runner(config, arm, device);
@@ -597,8 +600,15 @@ ArmResult run_arm(const RunConfig& config, Arm arm, Device& device) {
   }
   r.gpu_peak_gb = static_cast<double>(device.memory_peak()) / 1e9;
   r.param_checksum = checksum_hex(runner.master(), runner.total());
+  if (final_master != nullptr) final_master->assign(runner.master(), runner.master() + runner.total());
   r.ok = true;
   return r;
+}
+
+}  // namespace step_detail
+
+ArmResult run_arm(const RunConfig& config, Arm arm, Device& device) {
+  return step_detail::run_arm_capture(config, arm, device, nullptr);
 }
 
 }  // namespace zob

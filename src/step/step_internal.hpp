@@ -2,9 +2,11 @@
 // allocates them) and plan_memory (which reports them), so the two cannot drift apart.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "zob/config.hpp"
 #include "zob/model.hpp"
+#include "zob/result.hpp"
 
 namespace zob::step_detail {
 
@@ -34,5 +36,9 @@ DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
 // Elements fetched per step under offload_param: every module in forward, every module but
 // the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
+
+// run_arm that also hands back the final fp32 master (for the tests' element-wise checks).
+ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
+                          std::vector<float>* final_master);
 
 }  // namespace zob::step_detail
