@@ -59,5 +59,15 @@ void adam_range_scalar(float* p, const float* g, float* m, float* v, std::int64_
                        const AdamConsts& c);
 void cast_range_scalar(const float* src, std::uint16_t* dst, std::int64_t n);
 void probe_range_scalar(float* p, const float* g, float* m, float* v, std::int64_t n);
+#if ZOB_OPTIM_X86
+void adam_range_avx2(float* p, const float* g, float* m, float* v, std::int64_t n,
+                     const AdamConsts& c);
+void adam_range_avx512(float* p, const float* g, float* m, float* v, std::int64_t n,
+                       const AdamConsts& c);
+void cast_range_avx2(const float* src, std::uint16_t* dst, std::int64_t n);
+void cast_range_avx512(const float* src, std::uint16_t* dst, std::int64_t n);
+void probe_range_avx2(float* p, const float* g, float* m, float* v, std::int64_t n);
+void probe_range_avx512(float* p, const float* g, float* m, float* v, std::int64_t n);
+#endif
 
 }  // namespace zob::detail

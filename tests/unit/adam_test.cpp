@@ -215,7 +215,8 @@ TEST(CastF32ToBf16Host, EveryIsaMatchesTheScalarDefinitionBitForBit) {
   const std::uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  const std::int64_t n = 64 * 21 + 13;
+  // Large enough for the streaming-store path of the vector kernels (ranges >= 1 << 14).
+  const std::int64_t n = 3 * (std::int64_t{1} << 14) + 77;
   std::vector<float> src(static_cast<std::size_t>(n));
   const std::uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
                                     0x7f800001u, 0x00000001u, 0x80008000u, 0x3f808000u,
@@ -231,14 +232,19 @@ TEST(CastF32ToBf16Host, EveryIsaMatchesTheScalarDefinitionBitForBit) {
   for (AdamIsa isa : supported_isas()) {
     for (int threads : {1, 2, 3}) {
       zob::ThreadPool pool(threads);
-      for (std::int64_t len : {std::int64_t{1}, std::int64_t{31}, n}) {
-        std::vector<std::uint16_t> dst(src.size() + 1, 0xabcd);
-        zob::detail::cast_f32_to_bf16_isa(isa, src.data(), dst.data(), len, pool);
-        for (std::int64_t i = 0; i < len; ++i) {
-          ASSERT_EQ(dst[static_cast<std::size_t>(i)], expected[static_cast<std::size_t>(i)])
-              << zob::detail::to_string(isa) << " i=" << i << " threads=" << threads;
+      for (std::int64_t len : {std::int64_t{1}, std::int64_t{31}, std::int64_t{1357}, n}) {
+        for (std::size_t shift : {0, 3}) {  // a destination off the 32-byte grid too
+          std::vector<std::uint16_t> buf(src.size() + 1 + shift, 0xabcd);
+          std::uint16_t* dst = buf.data() + shift;
+          zob::detail::cast_f32_to_bf16_isa(isa, src.data(), dst, len, pool);
+          for (std::int64_t i = 0; i < len; ++i) {
+            ASSERT_EQ(dst[i], expected[static_cast<std::size_t>(i)])
+                << zob::detail::to_string(isa) << " i=" << i << " threads=" << threads
+                << " shift=" << shift;
+          }
+          EXPECT_EQ(dst[len], 0xabcd) << "wrote past the end";
+          if (shift > 0) EXPECT_EQ(buf[0], 0xabcd) << "wrote before the start";
         }
-        EXPECT_EQ(dst[static_cast<std::size_t>(len)], 0xabcd) << "wrote past the end";
       }
     }
   }
