@@ -226,5 +226,26 @@ TEST(LevelZeroDevice, ElapsedTimeIsMaskedAndScaledByTimerResolution) {
   dev.deallocate(d);
 }
 
+TEST(LevelZeroDevice, WorksWithoutACopyEngine) {
+  ScopedEnv no_copy("FAKE_ZE_NO_COPY_ENGINE", "1");  // only a compute group: copies go there
+  LevelZeroDevice dev(0);
+  std::mt19937 rng{std::random_device{}()};
+  std::vector<float> f(777);
+  for (auto& v : f) v = std::uniform_real_distribution<float>(-5.f, 5.f)(rng);
+  float* d = static_cast<float*>(dev.allocate(f.size() * 4));
+  bf16* h = static_cast<bf16*>(dev.allocate(f.size() * 2));
+  dev.copy_to_device(Queue::h2d, d, f.data(), f.size() * 4);
+  auto up = dev.create_event();
+  dev.record(*up, Queue::h2d);
+  dev.queue_wait(Queue::d2h, *up);
+  dev.cast_f32_to_bf16(d, h, static_cast<std::int64_t>(f.size()), Queue::d2h);
+  std::vector<bf16> got(f.size());
+  dev.copy_to_host(Queue::d2h, got.data(), h, got.size() * 2);
+  dev.synchronize();
+  for (std::size_t i = 0; i < f.size(); ++i) ASSERT_EQ(got[i].bits, f32_to_bf16(f[i]).bits) << i;
+  dev.deallocate(d);
+  dev.deallocate(h);
+}
+
 }  // namespace
 }  // namespace zob
