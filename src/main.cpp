@@ -1,7 +1,4 @@
 // Entry point: everything lives in src/cli (flags, subcommands) and src/driver.
-#include <cstdio>
+#include "cli/cli.hpp"
 
-int main() {
-  std::fputs("zero3-offload-bench: under construction\n", stderr);
-  return 1;
-}
+int main(int argc, char** argv) { return zob::cli_main(argc, argv); }

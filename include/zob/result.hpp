@@ -64,6 +64,7 @@ struct ArmResult {
   double register_s = 0;             // time spent registering
   double setup_s = 0;                // allocation + lock + registration + init, untimed
   int adam_threads = 0;
+  int pid = 0;                       // process that ran the arm (set by the driver, not the step)
 
   // Timed (post-warmup) step times.
   std::vector<double> timed_step_s() const;
@@ -77,6 +78,8 @@ struct RunResult {
   std::vector<ArmResult> arms;  // in --arms order
   std::string started_utc;
   std::string tool_version;
+  std::string hostname;     // where it ran (reported in DRIVERRESULT "host")
+  std::string interrupted;  // "SIGINT" / "SIGTERM" when the run was cut short; "" otherwise
 };
 
 }  // namespace zob

@@ -1,0 +1,138 @@
+// zob::LevelZeroDevice: zob::Device on a Level Zero GPU (the "xpu" backend).
+//
+// Engines: one immediate command list per zob::Queue. compute runs on the compute group;
+// h2d and d2h copy on the copy-only group (one list shared when that group has a single
+// queue, as the main copy engine does) and run their kernels (the step's casts) on extra
+// compute lists; a queue that moves between its copy and kernel lists is kept in order by an
+// internal event. Timing: kernel-timestamp events, ticks masked to kernelTimestampValidBits
+// and scaled by timerResolution in Hz (ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES_1_2).
+// Registration: ZE_extension_external_memmap_sysmem when the driver reports it, else
+// ZEX_driver_import_host_pointer (verified with zexDriverGetHostPointerBaseAddress), else
+// DeviceError(registration_refused). Registered memory is only ever copied, never given to a
+// kernel (imported memory is copy-only).
+#pragma once
+#include <level_zero/ze_api.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "zob/device.hpp"
+#include "zob/errors.hpp"
+
+namespace zob {
+
+namespace l0 {
+struct Shared;  // context and event pools, kept alive by the device and its events
+enum class KernelId : int;
+}  // namespace l0
+
+class LevelZeroDevice final : public Device {
+ public:
+  // Throws DeviceError(unavailable) when zeInit fails, or there is no driver / GPU / index.
+  explicit LevelZeroDevice(int index);
+  ~LevelZeroDevice() override;
+  LevelZeroDevice(const LevelZeroDevice&) = delete;
+  LevelZeroDevice& operator=(const LevelZeroDevice&) = delete;
+
+  const DeviceInfo& info() const override { return info_; }
+
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* device) noexcept override;
+  std::size_t memory_in_use() const override;
+  std::size_t memory_peak() const override;
+
+  bool registration_applicable() const override { return true; }
+  Registration register_host(void* host, std::size_t bytes) override;
+  void unregister_host(void* host) noexcept override;
+  bool is_registered(const void* host) const override;
+  void* allocate_host(std::size_t bytes) override;
+  void deallocate_host(void* host) noexcept override;
+
+  void copy_to_device(Queue q, void* device, const void* host, std::size_t bytes) override;
+  void copy_to_host(Queue q, void* host, const void* device, std::size_t bytes) override;
+  void fill_zero(Queue q, void* device, std::size_t bytes) override;
+
+  std::unique_ptr<DeviceEvent> create_event() override;
+  void record(DeviceEvent& event, Queue q) override;
+  void queue_wait(Queue q, DeviceEvent& event) override;
+  void event_synchronize(DeviceEvent& event) override;
+  double elapsed_seconds(DeviceEvent& start, DeviceEvent& end) override;
+  void synchronize() override;
+
+  void gemm(const GemmArgs& args) override;
+  void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
+                         std::int64_t tokens, std::int64_t hidden) override;
+  void embedding_backward(const EmbeddingGradIndex& index, const bf16* dout, bf16* dtable,
+                          std::int64_t hidden) override;
+  void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) override;
+  void bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows,
+                         std::int64_t cols) override;
+  void gelu_backward(const bf16* dact, const bf16* pre, bf16* dpre, std::int64_t n) override;
+  void column_sum(const bf16* x, bf16* out, std::int64_t rows, std::int64_t cols) override;
+  void residual_add(bf16* x, const bf16* y, std::int64_t n) override;
+  void fill(bf16* x, float value, std::int64_t n) override;
+  void sum(const bf16* x, std::int64_t n, float* result) override;
+  void cast_f32_to_bf16(const float* src, bf16* dst, std::int64_t n, Queue q) override;
+  void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n, Queue q) override;
+
+  // What register_host will use: "zeMemAllocHost(memmap-sysmem)",
+  // "zexDriverImportExternalPointer" or "" (none: register_host throws).
+  std::string registration_method() const;
+
+ private:
+  struct Lane {
+    ze_command_list_handle_t copy_list = nullptr;    // copies and fills
+    ze_command_list_handle_t kernel_list = nullptr;  // kernels (a compute list)
+    ze_command_list_handle_t current = nullptr;      // where the queue's last op went
+  };
+  struct HostRange {
+    std::size_t bytes;
+    bool memmap;  // released with zeMemFree, else zexDriverReleaseImportedPointer
+  };
+
+  void open(int index);
+  void create_lists();
+  void create_kernels();
+  void probe_registration();
+  void release_all() noexcept;
+  ze_command_list_handle_t enter(Queue q, bool kernel);  // caller holds mutex_
+  ze_event_handle_t internal_event();
+  void launch(Queue q, l0::KernelId id, std::array<std::uint32_t, 3> groups,
+              const std::vector<std::pair<std::size_t, const void*>>& args);
+  void launch_1d(Queue q, l0::KernelId id, std::int64_t items,
+                 const std::vector<std::pair<std::size_t, const void*>>& args);
+
+  DeviceInfo info_;
+  ze_driver_handle_t driver_ = nullptr;
+  ze_driver_handle_t zex_driver_ = nullptr;  // driver_ through zelLoaderTranslateHandle
+  ze_device_handle_t device_ = nullptr;
+  std::shared_ptr<l0::Shared> shared_;
+  std::uint64_t timer_hz_ = 0;
+  std::uint64_t timestamp_mask_ = 0;
+
+  std::vector<ze_command_list_handle_t> lists_;  // owned, each once
+  std::array<Lane, kQueueCount> lanes_{};
+  std::vector<ze_module_handle_t> modules_;
+  std::vector<ze_kernel_handle_t> kernels_;  // by KernelId
+  std::vector<ze_event_handle_t> internal_in_flight_;
+
+  bool has_memmap_ = false;
+  void* zex_import_ = nullptr;
+  void* zex_release_ = nullptr;
+  void* zex_base_ = nullptr;
+
+  mutable std::mutex mutex_;  // guards everything below and every append
+  std::map<std::uintptr_t, std::size_t> device_allocs_;
+  std::size_t in_use_ = 0;
+  std::size_t peak_ = 0;
+  std::map<std::uintptr_t, HostRange> registered_;
+  std::map<std::uintptr_t, std::size_t> host_allocs_;
+};
+
+}  // namespace zob

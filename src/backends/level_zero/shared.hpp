@@ -1,0 +1,59 @@
+// State the device shares with its events: the context and the event pools. Events may be
+// destroyed after the device (std::unique_ptr order in callers), so both hold it.
+#pragma once
+#include <level_zero/ze_api.h>
+
+#include <mutex>
+#include <vector>
+
+#include "zob/device.hpp"
+
+namespace zob::l0 {
+
+struct Shared {
+  ze_context_handle_t context = nullptr;
+  ze_device_handle_t device = nullptr;
+
+  Shared() = default;
+  Shared(const Shared&) = delete;
+  Shared& operator=(const Shared&) = delete;
+  ~Shared();  // destroys the events, the pools, then the context
+
+  // A reset, host-visible kernel-timestamp event (pools grow by kPoolSize).
+  ze_event_handle_t acquire_event();
+  void release_event(ze_event_handle_t e) noexcept;  // resets it first
+
+ private:
+  static constexpr std::uint32_t kPoolSize = 64;
+  std::mutex mutex_;
+  std::vector<ze_event_pool_handle_t> pools_;
+  std::vector<ze_event_handle_t> all_;
+  std::vector<ze_event_handle_t> free_;
+};
+
+class LevelZeroEvent final : public DeviceEvent {
+ public:
+  explicit LevelZeroEvent(std::shared_ptr<Shared> shared)
+      : shared_(std::move(shared)), handle_(shared_->acquire_event()) {}
+  ~LevelZeroEvent() override { shared_->release_event(handle_); }
+  ze_event_handle_t handle() const { return handle_; }
+  bool recorded = false;  // never recorded: waits are no-ops, as for a fresh CUDA event
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  ze_event_handle_t handle_;
+};
+
+// Kernels of kernels/*.cl, in the order of the table in lanes.cpp.
+enum class KernelId : int {
+  gemm, embedding_forward, embedding_backward, bias_add, bias_gelu_forward, gelu_backward,
+  residual_add, fill_bf16, cast_f32_to_bf16, cast_bf16_to_f32, column_sum, sum_bf16, count
+};
+struct KernelInfo {
+  const char* name;    // the OpenCL kernel's name
+  const char* module;  // the .cl file it is in
+  std::uint32_t group[2];
+};
+const KernelInfo& kernel_info(KernelId id);
+
+}  // namespace zob::l0

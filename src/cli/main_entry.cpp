@@ -1,0 +1,89 @@
+// cli_main: flags -> the run, the adam subcommand, or a hidden child entry point; every
+// failure becomes one line on stderr and its exit code (exit_codes.hpp).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "driver/driver.hpp"
+#include "report/json_util.hpp"
+#include "report/report.hpp"
+#include "zob/adam_bench.hpp"
+#include "zob/errors.hpp"
+#include "zob/exit_codes.hpp"
+
+namespace zob {
+
+namespace {
+
+void print_error(std::string what) {
+  for (char& c : what) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::string line = "zero3-offload-bench: error: " + what + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+// argv of a child: <mode> [arm] --internal-config <json> --internal-result-fd <n>
+int run_internal(const std::vector<std::string>& args) {
+  const bool probe = args[1] == kProbeFlag;
+  std::size_t i = probe ? 2 : 3;
+  if (!probe && args.size() < 3) throw UsageError("internal: missing arm; not for direct use");
+  std::string config_text;
+  int fd = -1;
+  for (; i + 1 < args.size(); i += 2) {
+    if (args[i] == kConfigFlag) config_text = args[i + 1];
+    else if (args[i] == kResultFdFlag) fd = std::stoi(args[i + 1]);
+    else throw UsageError("internal: unexpected " + args[i] + "; not for direct use");
+  }
+  if (fd < 0 || config_text.empty()) {
+    throw UsageError("internal: missing --internal-config or --internal-result-fd; not for "
+                     "direct use");
+  }
+  const RunConfig config = nlohmann::json::parse(config_text).get<RunConfig>();
+  return probe ? run_probe_child(config, fd) : run_arm_child(config, parse_arm(args[2]), fd);
+}
+
+int run_adam(const CliCommand& cmd) {
+  const AdamBenchResult r = run_adam_benchmark(cmd.adam);
+  const std::string text = r.to_text();
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!cmd.adam_json_path.empty()) {
+    write_file_atomically(cmd.adam_json_path, dump_json(r.to_json(), 2) + "\n");
+  }
+  return exit_code::ok;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  const std::vector<std::string> args(argv, argv + argc);
+  try {
+    if (args.size() >= 2 && (args[1] == kProbeFlag || args[1] == kChildFlag)) {
+      return run_internal(args);
+    }
+    const CliCommand cmd = parse_command_line(args);
+    switch (cmd.kind) {
+      case CliCommand::Kind::exit_now: return cmd.exit_code;
+      case CliCommand::Kind::adam: return run_adam(cmd);
+      case CliCommand::Kind::run: return run_driver(cmd.run);
+    }
+  } catch (const UsageError& e) {
+    print_error(e.what());
+    return exit_code::usage;
+  } catch (const DeviceError& e) {
+    print_error(e.what());
+    return e.kind() == DeviceErrorKind::unavailable ? exit_code::backend_unavailable
+                                                    : exit_code::arm_failed;
+  } catch (const std::exception& e) {
+    print_error(std::string(e.what()) + "; this is a bug, please report it");
+    return exit_code::arm_failed;
+  }
+  return exit_code::arm_failed;
+}
+
+}  // namespace zob

@@ -1,0 +1,138 @@
+// The child side: the probe (resolves --device) and one arm. Both write exactly one JSON
+// document to the result fd; the parent reads it (see parent.cpp).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "driver/driver.hpp"
+#include "report/json_util.hpp"
+#include "report/report.hpp"
+#include "zob/errors.hpp"
+#include "zob/model.hpp"
+#include "zob/step.hpp"
+
+namespace zob {
+
+namespace {
+
+void write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // the parent is gone or closed the pipe: it will report "no result"
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+std::string describe(const DeviceError& e) {
+  switch (e.kind()) {
+    case DeviceErrorKind::unavailable: return std::string("backend unavailable: ") + e.what();
+    case DeviceErrorKind::out_of_memory: return std::string("out of memory: ") + e.what();
+    case DeviceErrorKind::registration_refused:
+      return std::string("host memory registration refused: ") + e.what();
+    case DeviceErrorKind::lock_refused: return std::string("mlock refused: ") + e.what();
+    case DeviceErrorKind::runtime: return std::string("device runtime error: ") + e.what();
+  }
+  return e.what();
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+// ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|exit|garbage|noresult>: the named arm's child fails
+// in that way before doing any work. Test-only (tests/e2e); documented in README.md.
+void apply_test_fault(Arm arm, int fd) {
+  const char* spec = std::getenv("ZOB_TEST_CHILD_FAULT");
+  if (spec == nullptr) return;
+  const std::string s(spec);
+  const auto colon = s.find(':');
+  if (colon == std::string::npos || s.substr(0, colon) != to_string(arm)) return;
+  const std::string kind = s.substr(colon + 1);
+  if (kind == "segv") {
+    ::signal(SIGSEGV, SIG_DFL);
+    ::raise(SIGSEGV);
+  } else if (kind == "hang") {
+    while (true) ::pause();
+  } else if (kind == "exit") {
+    ::_exit(7);
+  } else if (kind == "garbage") {
+    write_all(fd, "{\"arm\": \"" + std::string(to_string(arm)) + "\", \"ok\": tru");
+    ::_exit(0);
+  } else if (kind == "noresult") {
+    ::_exit(0);
+  }
+  std::fprintf(stderr, "zero3-offload-bench: notice: ignoring ZOB_TEST_CHILD_FAULT kind '%s'\n",
+               kind.c_str());
+}
+
+}  // namespace
+
+int run_probe_child(const RunConfig& config, int result_fd) {
+  nlohmann::json out;
+  int code = 0;
+  try {
+    std::unique_ptr<Device> device;
+    if (config.device == DeviceKind::automatic) {
+      std::string notice;
+      device = create_first_available_device(config.device_index, &notice);
+      if (!notice.empty()) {
+        std::fprintf(stderr, "zero3-offload-bench: notice: %s\n", one_line(notice).c_str());
+      }
+    } else {
+      device = create_device({to_string(config.device), config.device_index});
+    }
+    out = {{"ok", true}, {"device_info", device->info()}};
+  } catch (const DeviceError& e) {
+    out = {{"ok", false},
+           {"unavailable", e.kind() == DeviceErrorKind::unavailable},
+           {"error", one_line(e.what())}};
+    code = 1;
+  } catch (const std::exception& e) {
+    out = {{"ok", false}, {"unavailable", false}, {"error", one_line(e.what())}};
+    code = 1;
+  }
+  write_all(result_fd, dump_json(out));
+  return code;
+}
+
+int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
+  apply_test_fault(arm, result_fd);
+  ArmResult r;
+  int code = 0;
+  try {
+    validate_run_config(config);
+    auto device = create_device({to_string(config.device), config.device_index});
+    r = run_arm(config, arm, *device);
+  } catch (const DeviceError& e) {
+    r.ok = false;
+    r.error = one_line(describe(e));
+    code = 1;
+  } catch (const std::exception& e) {
+    r.ok = false;
+    r.error = one_line(e.what());
+    code = 1;
+  }
+  r.arm = arm;
+  r.pid = static_cast<int>(::getpid());
+  if (!r.ok && r.error.empty()) {
+    r.error = "the arm reported failure without a reason";
+    code = 1;
+  }
+  write_all(result_fd, dump_json(nlohmann::json(r)));
+  return code;
+}
+
+}  // namespace zob

@@ -1,0 +1,30 @@
+// The parent and the children. The parent never initialises a device runtime: a probe child
+// resolves --device, then each arm runs in a fresh child process (fork + exec of this
+// executable), so no device state, registration or JIT cache leaks from one arm to the next,
+// and a crash or hang of one arm cannot take the others with it.
+#pragma once
+#include <string>
+
+#include "zob/config.hpp"
+
+namespace zob {
+
+// The whole run: probe, arms, validation, reports. Returns the process exit code.
+int run_driver(const RunConfig& config);
+
+// Hidden entry points (argv built by the parent; see process.cpp). Each writes one JSON
+// document to result_fd and returns the exit code.
+int run_probe_child(const RunConfig& config, int result_fd);
+int run_arm_child(const RunConfig& config, Arm arm, int result_fd);
+
+// The flags the parent passes to its children.
+inline constexpr const char* kProbeFlag = "--internal-probe";
+inline constexpr const char* kChildFlag = "--internal-child";
+inline constexpr const char* kConfigFlag = "--internal-config";
+inline constexpr const char* kResultFdFlag = "--internal-result-fd";
+inline constexpr int kChildResultFd = 3;
+
+// "SIGSEGV (Segmentation fault)"
+std::string describe_signal(int sig);
+
+}  // namespace zob

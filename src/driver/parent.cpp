@@ -1,0 +1,236 @@
+// The parent: probe, one child per arm in --arms order, validation, reports, exit code.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "driver/driver.hpp"
+#include "driver/process.hpp"
+#include "report/json_util.hpp"
+#include "report/report.hpp"
+#include "zob/errors.hpp"
+#include "zob/exit_codes.hpp"
+
+namespace zob {
+
+namespace {
+
+void error_line(const std::string& text) {
+  std::string line = "zero3-offload-bench: error: " + text;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+std::vector<std::string> child_args(const char* mode_flag, const std::string& mode_value,
+                                    const RunConfig& config) {
+  std::vector<std::string> args{mode_flag};
+  if (!mode_value.empty()) args.push_back(mode_value);
+  args.insert(args.end(), {kConfigFlag, dump_json(nlohmann::json(config)), kResultFdFlag,
+                           std::to_string(kChildResultFd)});
+  return args;
+}
+
+std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
+
+// The Python-compatible fields of an arm that produced no result, so its DRIVERRESULT entry
+// still names the workload.
+ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pid,
+                     std::string error) {
+  ArmResult r;
+  r.arm = arm;
+  r.ok = false;
+  r.error = std::move(error);
+  r.device = info.backend;
+  r.device_info = info;
+  r.model = fmt::format("synthetic-h{}-l{}", c.model.hidden, c.model.layers);
+  r.params = workload_params(c);
+  r.params_b = std::round(static_cast<double>(r.params) / 1e6) / 1e3;
+  r.batch = c.batch;
+  r.seq = c.seq;
+  r.tokens_per_step = c.tokens();
+  r.steps = c.steps;
+  r.warmup = c.warmup;
+  r.loop = to_string(c.loop);
+  r.registration = "none";
+  r.pid = pid;
+  return r;
+}
+
+// Turns what a child left behind into an ArmResult; every way of failing gets one line.
+ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
+                      const ChildOutcome& o) {
+  const int pid = static_cast<int>(o.pid);
+  auto fail = [&](std::string why) { return failed_arm(c, arm, info, pid, std::move(why)); };
+  if (o.timed_out) return fail("timed out after " + seconds_text(c.timeout_s));
+  if (o.stopped_by != 0 && !(o.exited && o.exit_code == 0)) {
+    return fail("interrupted by " + describe_signal(o.stopped_by));
+  }
+  if (o.term_signal != 0) {
+    return fail(fmt::format("child process {} killed by signal {}", pid,
+                            describe_signal(o.term_signal)));
+  }
+  if (o.output.empty()) {
+    return fail(fmt::format("child process {} exited with code {} without a result", pid,
+                            o.exit_code));
+  }
+  ArmResult r;
+  try {
+    r = nlohmann::json::parse(o.output).get<ArmResult>();
+  } catch (const std::exception& e) {
+    return fail(fmt::format("child process {} (exit code {}) sent a malformed result: {}", pid,
+                            o.exit_code, e.what()));
+  }
+  if (r.arm != arm) {
+    return fail(fmt::format("child process {} sent the result of arm {} instead", pid,
+                            to_string(r.arm)));
+  }
+  r.pid = pid;
+  if (r.ok && o.exit_code != 0) {
+    r.ok = false;
+    r.error = fmt::format("child process {} exited with code {} after reporting success", pid,
+                          o.exit_code);
+  }
+  if (!r.ok) {
+    // Keep the child's own reason; fill the workload fields it may not have reached.
+    ArmResult f = fail(r.error.empty() ? fmt::format("child process {} exited with code {}",
+                                                     pid, o.exit_code)
+                                       : r.error);
+    return f;
+  }
+  return r;
+}
+
+int exit_code_for_signal(int sig) {
+  return sig == SIGTERM ? exit_code::terminated : exit_code::interrupted;
+}
+
+void print_reports(const RunResult& run) {
+  const std::string text = render_stdout(run);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (!run.config.json_path.empty()) {
+    write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
+  }
+}
+
+}  // namespace
+
+std::string describe_signal(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  const char* desc = strsignal(sig);
+  std::string name = abbrev ? std::string("SIG") + abbrev : fmt::format("signal {}", sig);
+  if (desc != nullptr) name += fmt::format(" ({})", desc);
+  return name;
+}
+
+int run_driver(const RunConfig& config) {
+  install_driver_signal_handlers();
+  RunResult run;
+  run.config = config;
+  run.started_utc = now_utc();
+  run.tool_version = ZOB_VERSION;
+  run.hostname = host_name();
+
+  // 1. Probe: resolve --device in a child, so the parent never loads a device runtime.
+  const ChildOutcome probe = run_child(child_args(kProbeFlag, "", config), config.timeout_s);
+  if (probe.stopped_by != 0) {
+    error_line("interrupted by " + describe_signal(probe.stopped_by) + " while probing the "
+               "device; nothing ran");
+    return exit_code_for_signal(probe.stopped_by);
+  }
+  const std::string requested = to_string(config.device);
+  nlohmann::json answer;
+  std::string probe_problem;
+  if (probe.timed_out) {
+    probe_problem = "the device probe timed out after " + seconds_text(config.timeout_s);
+  } else if (probe.term_signal != 0) {
+    probe_problem = "the device probe was killed by " + describe_signal(probe.term_signal);
+  } else {
+    try {
+      answer = nlohmann::json::parse(probe.output);
+      if (!answer.at("ok").get<bool>()) probe_problem = answer.at("error").get<std::string>();
+    } catch (const std::exception& e) {
+      probe_problem = fmt::format("the device probe (exit code {}) sent no valid answer: {}",
+                                  probe.exit_code, e.what());
+    }
+  }
+  if (!probe_problem.empty()) {
+    error_line(fmt::format("backend {} unavailable: {}; run with --device cpu, or on a machine "
+                           "with that accelerator", requested, probe_problem));
+    return exit_code::backend_unavailable;
+  }
+  const DeviceInfo info = answer.at("device_info").get<DeviceInfo>();
+  RunConfig resolved = config;
+  resolved.device = parse_device_kind(info.backend);
+  run.config.device = resolved.device;
+  std::string name = info.name;
+  for (char& ch : name) {
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  }
+  std::fprintf(stderr, "zero3-offload-bench: device %s (%s); arms:", info.backend.c_str(),
+               name.c_str());
+  for (Arm a : config.arms) std::fprintf(stderr, " %s", to_string(a));
+  std::fprintf(stderr, "\n");
+
+  // 2. One child per arm, sequentially, in --arms order.
+  int stopped_by = 0;
+  for (Arm arm : config.arms) {
+    if (stopped_by != 0) {
+      run.arms.push_back(failed_arm(resolved, arm, info, 0,
+                                    "not run: interrupted by " + describe_signal(stopped_by)));
+      continue;
+    }
+    std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
+    ChildOutcome o;
+    try {
+      o = run_child(child_args(kChildFlag, to_string(arm), resolved), config.timeout_s);
+    } catch (const std::exception& e) {
+      run.arms.push_back(failed_arm(resolved, arm, info, 0,
+                                    std::string("could not start the child: ") + e.what()));
+      continue;
+    }
+    ArmResult r = collect_arm(resolved, arm, info, o);
+    if (!r.ok) error_line(fmt::format("arm {}: {}", to_string(arm), r.error));
+    run.arms.push_back(std::move(r));
+    if (o.stopped_by != 0 || stop_signal() != 0) stopped_by = o.stopped_by ? o.stopped_by : stop_signal();
+  }
+  if (stopped_by != 0) run.interrupted = sigabbrev_np(stopped_by) ? std::string("SIG") + sigabbrev_np(stopped_by) : "signal";
+
+  // 3. Reports, then the exit code.
+  print_reports(run);
+  if (stopped_by != 0) return exit_code_for_signal(stopped_by);
+  bool failed = false;
+  for (const auto& a : run.arms) failed = failed || !a.ok;
+  const Validation v = validate_arms(run);
+  if (!v.ok()) {
+    error_line("the arms disagree: " + v.first_difference +
+               "; the kind of host memory must not change the numbers (report this as a bug)");
+  }
+  return failed || !v.ok() ? exit_code::arm_failed : exit_code::ok;
+}
+
+}  // namespace zob

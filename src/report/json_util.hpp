@@ -1,0 +1,31 @@
+// JSON helpers shared by the pipe format and the reports.
+#pragma once
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "zob/device.hpp"
+
+namespace zob {
+
+// Non-finite numbers have no JSON spelling: written as null, read back as NaN, so a NaN loss
+// survives the child -> parent pipe instead of breaking the parse.
+inline nlohmann::json finite_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+inline double number_or_nan(const nlohmann::json& j) {
+  return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
+}
+
+// Every document leaves the process through this: invalid UTF-8 (a hostname or device name
+// with stray bytes) becomes U+FFFD instead of throwing, so the output is always valid JSON.
+template <class Json>
+std::string dump_json(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+void to_json(nlohmann::json&, const DeviceInfo&);
+void from_json(const nlohmann::json&, DeviceInfo&);
+
+}  // namespace zob

@@ -1,0 +1,264 @@
+#include "report/report.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+
+#include "report/json_util.hpp"
+#include "zob/errors.hpp"
+
+namespace zob {
+
+namespace {
+
+const ArmResult* find_ok(const RunResult& run, Arm arm) {
+  for (const auto& a : run.arms) {
+    if (a.arm == arm && a.ok) return &a;
+  }
+  return nullptr;
+}
+
+// Bit patterns, not ==: two NaN losses from the same computation are "equal" here, and a
+// -0.0 vs 0.0 difference is a real difference in what the arms computed.
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+nlohmann::json phase_averages(const ArmResult& r) {
+  // Averages over the timed steps: where the time of a step goes.
+  struct Acc {
+    double device_s = 0, host_s = 0;
+    bool on_device = true;  // false once any step reports the phase as host-only (-1)
+    std::uint64_t bytes = 0;
+    std::int64_t params = 0;
+    int n = 0;
+  };
+  std::map<std::string, Acc> acc;
+  const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
+  for (std::size_t i = first; i < r.samples.size(); ++i) {
+    for (const auto& [name, p] : r.samples[i].phases) {
+      Acc& a = acc[name];
+      if (p.device_s < 0) a.on_device = false;
+      a.device_s += p.device_s;
+      a.host_s += p.host_s;
+      a.bytes += p.bytes;
+      a.params += p.params;
+      ++a.n;
+    }
+  }
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, a] : acc) {
+    out[name] = {{"host_s", finite_or_null(a.host_s / a.n)},
+                 {"device_s", a.on_device ? finite_or_null(a.device_s / a.n)
+                                          : nlohmann::json(nullptr)},
+                 {"bytes", a.bytes / static_cast<std::uint64_t>(a.n)},
+                 {"params", a.params / a.n}};
+  }
+  return out;
+}
+
+nlohmann::ordered_json arm_json(const ArmResult& r) {
+  nlohmann::json losses = nlohmann::json::array();
+  for (const auto& s : r.samples) losses.push_back(finite_or_null(s.loss));
+  nlohmann::json times = nlohmann::json::array();
+  for (double t : r.timed_step_s()) times.push_back(finite_or_null(t));
+  auto measured = [&](double v) { return r.ok ? finite_or_null(v) : nlohmann::json(nullptr); };
+  nlohmann::ordered_json j{
+      // the Python script's keys
+      {"register", r.arm == Arm::registered},
+      {"device", r.device},
+      {"model", r.model},
+      {"params_b", r.params_b},
+      {"batch", r.batch},
+      {"seq", r.seq},
+      {"tokens_per_step", r.tokens_per_step},
+      {"steps", r.steps},
+      {"step_avg_s", measured(r.step_avg_s)},
+      {"step_min_s", measured(r.step_min_s)},
+      {"gpu_peak_gb", measured(r.gpu_peak_gb)},
+      // additions
+      {"arm", to_string(r.arm)},
+      {"ok", r.ok},
+      {"pid", r.pid},
+      {"loop", r.loop},
+      {"step_times_s", times},
+      {"losses", losses},
+      {"warmup", r.warmup},
+      {"param_checksum", r.param_checksum},
+      {"registration", r.registration},
+      {"registration_verified", r.registration_verified},
+      {"locked_bytes", r.locked_bytes},
+      {"registered_bytes", r.registered_bytes},
+      {"register_s", finite_or_null(r.register_s)},
+      {"setup_s", finite_or_null(r.setup_s)},
+      {"adam_threads", r.adam_threads},
+      {"device_name", r.device_info.name},
+      {"phases", phase_averages(r)},
+  };
+  if (!r.ok) j["error"] = r.error;
+  return j;
+}
+
+std::string fmt_seconds(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
+
+}  // namespace
+
+std::int64_t workload_params(const RunConfig& c) {
+  const std::int64_t v = c.model.vocab, h = c.model.hidden, n = c.model.layers;
+  return 2 * v * h + n * (8 * h * h + 5 * h);
+}
+
+Validation validate_arms(const RunResult& run) {
+  Validation v;
+  const ArmResult* ref = nullptr;
+  for (const auto& a : run.arms) {
+    if (!a.ok) continue;
+    ++v.compared_arms;
+    if (ref == nullptr) {
+      ref = &a;
+      continue;
+    }
+    const std::string pair = fmt::format("{} vs {}", to_string(ref->arm), to_string(a.arm));
+    if (v.losses_equal) {
+      if (a.samples.size() != ref->samples.size()) {
+        v.losses_equal = false;
+        if (v.first_difference.empty()) {
+          v.first_difference = fmt::format("step count differs: {} has {} steps, {} has {}",
+                                           to_string(ref->arm), ref->samples.size(),
+                                           to_string(a.arm), a.samples.size());
+        }
+      } else {
+        for (std::size_t i = 0; i < a.samples.size(); ++i) {
+          if (!same_bits(a.samples[i].loss, ref->samples[i].loss)) {
+            v.losses_equal = false;
+            if (v.first_difference.empty()) {
+              v.first_difference =
+                  fmt::format("loss of step {} ({}) differs: {}: {:.9g}, {}: {:.9g}", i + 1,
+                              static_cast<int>(i) < ref->warmup ? "warmup" : "timed",
+                              to_string(ref->arm), ref->samples[i].loss, to_string(a.arm),
+                              a.samples[i].loss);
+            }
+            break;
+          }
+        }
+      }
+    }
+    if (v.checksums_equal && a.param_checksum != ref->param_checksum) {
+      v.checksums_equal = false;
+      if (v.first_difference.empty()) {
+        v.first_difference = fmt::format("param_checksum differs ({}): {} vs {}", pair,
+                                         ref->param_checksum, a.param_checksum);
+      }
+    }
+  }
+  return v;
+}
+
+std::optional<double> speedup(const RunResult& run) {
+  const ArmResult* reg = find_ok(run, Arm::registered);
+  const ArmResult* unreg = find_ok(run, Arm::unregistered);
+  if (!reg || !unreg) return std::nullopt;
+  if (!(reg->step_avg_s > 0) || !std::isfinite(unreg->step_avg_s)) return std::nullopt;
+  return unreg->step_avg_s / reg->step_avg_s;
+}
+
+std::string render_table(const RunResult& run) {
+  std::string out = fmt::format("{:<14}{:>14}{:>14}{:>15}\n", "arm", "avg step (s)",
+                                "min step (s)", "GPU peak (GB)");
+  for (const auto& a : run.arms) {
+    if (a.ok) {
+      out += fmt::format("{:<14}{:>14}{:>14}{:>15.2f}\n", to_string(a.arm),
+                         fmt_seconds(a.step_avg_s), fmt_seconds(a.step_min_s), a.gpu_peak_gb);
+    } else {
+      out += fmt::format("{:<14}FAILED: {}\n", to_string(a.arm), a.error);
+    }
+  }
+  if (auto s = speedup(run)) {
+    const ArmResult* reg = find_ok(run, Arm::registered);
+    const ArmResult* unreg = find_ok(run, Arm::unregistered);
+    const double saved = unreg->step_avg_s - reg->step_avg_s;
+    const double tps_reg = static_cast<double>(reg->tokens_per_step) / reg->step_avg_s;
+    const double tps_unreg = unreg->step_avg_s > 0
+                                 ? static_cast<double>(unreg->tokens_per_step) / unreg->step_avg_s
+                                 : 0.0;
+    out += fmt::format("speedup: {:.2f}x   saved: {:.3f} s/step   throughput: {:.0f} vs {:.0f} tok/s\n",
+                       *s, saved, tps_reg, tps_unreg);
+  }
+  return out;
+}
+
+nlohmann::ordered_json driver_result_json(const RunResult& run) {
+  const RunConfig& c = run.config;
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& a : run.arms) j[to_string(a.arm)] = arm_json(a);
+  const auto s = speedup(run);
+  j["speedup"] = s ? finite_or_null(*s) : nlohmann::json(nullptr);
+  j["schema_version"] = kSchemaVersion;
+  j["workload"] = {{"vocab", c.model.vocab},
+                   {"hidden", c.model.hidden},
+                   {"layers", c.model.layers},
+                   {"batch", c.batch},
+                   {"seq", c.seq},
+                   {"tokens_per_step", c.tokens()},
+                   {"params", workload_params(c)},
+                   {"steps", c.steps},
+                   {"warmup", c.warmup},
+                   {"loop", to_string(c.loop)},
+                   {"chunk_elems", c.chunk_elems},
+                   {"sub_group_size", c.sub_group_size},
+                   {"seed", c.seed}};
+  const Validation v = validate_arms(run);
+  j["validation"] = {{"ok", v.ok()},
+                     {"checksums_equal", v.checksums_equal},
+                     {"losses_equal", v.losses_equal},
+                     {"compared_arms", v.compared_arms},
+                     {"first_difference", v.first_difference.empty()
+                                              ? nlohmann::json(nullptr)
+                                              : nlohmann::json(v.first_difference)}};
+  j["tool"] = {{"name", "zero3-offload-bench"}, {"version", run.tool_version}};
+  j["host"] = {{"hostname", run.hostname}};
+  j["started_utc"] = run.started_utc;
+  j["interrupted"] = run.interrupted.empty() ? nlohmann::json(nullptr)
+                                             : nlohmann::json(run.interrupted);
+  return j;
+}
+
+std::string render_stdout(const RunResult& run) {
+  return render_table(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) {
+    throw UsageError(fmt::format("cannot create a temporary file next to {}: {}; check the "
+                                 "folder exists and is writable",
+                                 path, std::strerror(errno)));
+  }
+  std::size_t done = 0;
+  int err = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (err == 0 && ::fchmod(fd, 0644) != 0) err = errno;
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw UsageError(fmt::format("cannot write {}: {}; check free space and permissions", path,
+                                 std::strerror(err)));
+  }
+}
+
+}  // namespace zob

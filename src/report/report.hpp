@@ -1,0 +1,43 @@
+// Every report (stdout table, DRIVERRESULT line, --json file) is rendered from a RunResult and
+// nothing else, so the text and the JSON can never disagree.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "zob/result.hpp"
+
+namespace zob {
+
+inline constexpr int kSchemaVersion = 1;
+
+// Agreement of the arms that completed: they differ only in the kind of host memory, so the
+// numbers must be bit-identical.
+struct Validation {
+  bool checksums_equal = true;
+  bool losses_equal = true;
+  int compared_arms = 0;          // ok arms taken into account
+  std::string first_difference;   // "" when equal; else one line naming the step or checksum
+  bool ok() const { return checksums_equal && losses_equal; }
+};
+Validation validate_arms(const RunResult& run);
+
+// unregistered avg / registered avg; nullopt unless both arms completed with a positive avg.
+std::optional<double> speedup(const RunResult& run);
+
+// params = 2*V*h + n*(8*h*h + 5*h); the CLI has already checked it cannot overflow.
+std::int64_t workload_params(const RunConfig& config);
+
+// The table, and the speedup line when it is computable. Ends with a newline.
+std::string render_table(const RunResult& run);
+// The DRIVERRESULT document (also what --json writes). Ordered: the Python script's keys come
+// first, in its order ("registered", "unregistered", "speedup").
+nlohmann::ordered_json driver_result_json(const RunResult& run);
+// render_table + "DRIVERRESULT=<one line of JSON>\n": everything the run prints on stdout.
+std::string render_stdout(const RunResult& run);
+
+// Writes `text` to `path` through a temporary file in the same folder and rename(), so
+// readers never see a half-written file. Throws UsageError naming the path and errno.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace zob

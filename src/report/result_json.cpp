@@ -1,0 +1,152 @@
+// ArmResult <-> JSON: the child -> parent pipe format. Complete and lossless (samples, phases
+// and spans included); the DRIVERRESULT rendering is separate (report.cpp).
+#include <nlohmann/json.hpp>
+
+#include "report/json_util.hpp"
+#include "zob/result.hpp"
+
+namespace zob {
+
+void to_json(nlohmann::json& j, const DeviceInfo& d) {
+  j = nlohmann::json{{"backend", d.backend},
+                     {"name", d.name},
+                     {"runtime_version", d.runtime_version},
+                     {"driver_version", d.driver_version},
+                     {"pci_bus_id", d.pci_bus_id},
+                     {"total_memory_bytes", d.total_memory_bytes},
+                     {"numa_node", d.numa_node}};
+}
+
+void from_json(const nlohmann::json& j, DeviceInfo& d) {
+  d.backend = j.at("backend").get<std::string>();
+  d.name = j.at("name").get<std::string>();
+  d.runtime_version = j.at("runtime_version").get<std::string>();
+  d.driver_version = j.at("driver_version").get<std::string>();
+  d.pci_bus_id = j.at("pci_bus_id").get<std::string>();
+  d.total_memory_bytes = j.at("total_memory_bytes").get<std::uint64_t>();
+  d.numa_node = j.at("numa_node").get<int>();
+}
+
+namespace {
+
+nlohmann::json phase_json(const PhaseSample& p) {
+  return {{"device_s", finite_or_null(p.device_s)},
+          {"host_s", finite_or_null(p.host_s)},
+          {"bytes", p.bytes},
+          {"params", p.params}};
+}
+
+PhaseSample phase_from(const nlohmann::json& j) {
+  PhaseSample p;
+  p.device_s = number_or_nan(j.at("device_s"));
+  p.host_s = number_or_nan(j.at("host_s"));
+  p.bytes = j.at("bytes").get<std::uint64_t>();
+  p.params = j.at("params").get<std::int64_t>();
+  return p;
+}
+
+nlohmann::json sample_json(const StepSample& s) {
+  nlohmann::json phases = nlohmann::json::object();
+  for (const auto& [name, p] : s.phases) phases[name] = phase_json(p);
+  nlohmann::json spans = nlohmann::json::array();
+  for (const auto& sp : s.spans) {
+    spans.push_back({{"track", sp.track},
+                     {"name", sp.name},
+                     {"start_s", finite_or_null(sp.start_s)},
+                     {"duration_s", finite_or_null(sp.duration_s)}});
+  }
+  return {{"wall_s", finite_or_null(s.wall_s)},
+          {"loss", finite_or_null(s.loss)},
+          {"phases", phases},
+          {"spans", spans}};
+}
+
+StepSample sample_from(const nlohmann::json& j) {
+  StepSample s;
+  s.wall_s = number_or_nan(j.at("wall_s"));
+  s.loss = static_cast<float>(number_or_nan(j.at("loss")));
+  for (const auto& [name, p] : j.at("phases").items()) s.phases[name] = phase_from(p);
+  for (const auto& sp : j.at("spans")) {
+    s.spans.push_back(TraceSpan{sp.at("track").get<std::string>(),
+                                sp.at("name").get<std::string>(),
+                                number_or_nan(sp.at("start_s")),
+                                number_or_nan(sp.at("duration_s"))});
+  }
+  return s;
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, const ArmResult& r) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const auto& s : r.samples) samples.push_back(sample_json(s));
+  j = nlohmann::json{
+      {"arm", to_string(r.arm)},
+      {"ok", r.ok},
+      {"error", r.error},
+      {"device", r.device},
+      {"model", r.model},
+      {"params", r.params},
+      {"params_b", r.params_b},
+      {"batch", r.batch},
+      {"seq", r.seq},
+      {"tokens_per_step", r.tokens_per_step},
+      {"steps", r.steps},
+      {"warmup", r.warmup},
+      {"step_avg_s", finite_or_null(r.step_avg_s)},
+      {"step_min_s", finite_or_null(r.step_min_s)},
+      {"gpu_peak_gb", finite_or_null(r.gpu_peak_gb)},
+      {"device_info", r.device_info},
+      {"loop", r.loop},
+      {"samples", samples},
+      {"param_checksum", r.param_checksum},
+      {"registration", r.registration},
+      {"registration_verified", r.registration_verified},
+      {"locked_bytes", r.locked_bytes},
+      {"registered_bytes", r.registered_bytes},
+      {"register_s", finite_or_null(r.register_s)},
+      {"setup_s", finite_or_null(r.setup_s)},
+      {"adam_threads", r.adam_threads},
+      {"pid", r.pid},
+  };
+}
+
+void from_json(const nlohmann::json& j, ArmResult& r) {
+  r.arm = parse_arm(j.at("arm").get<std::string>());
+  r.ok = j.at("ok").get<bool>();
+  r.error = j.at("error").get<std::string>();
+  r.device = j.at("device").get<std::string>();
+  r.model = j.at("model").get<std::string>();
+  r.params = j.at("params").get<std::int64_t>();
+  r.params_b = j.at("params_b").get<double>();
+  r.batch = j.at("batch").get<std::int64_t>();
+  r.seq = j.at("seq").get<std::int64_t>();
+  r.tokens_per_step = j.at("tokens_per_step").get<std::int64_t>();
+  r.steps = j.at("steps").get<int>();
+  r.warmup = j.at("warmup").get<int>();
+  r.step_avg_s = number_or_nan(j.at("step_avg_s"));
+  r.step_min_s = number_or_nan(j.at("step_min_s"));
+  r.gpu_peak_gb = number_or_nan(j.at("gpu_peak_gb"));
+  r.device_info = j.at("device_info").get<DeviceInfo>();
+  r.loop = j.at("loop").get<std::string>();
+  r.samples.clear();
+  for (const auto& s : j.at("samples")) r.samples.push_back(sample_from(s));
+  r.param_checksum = j.at("param_checksum").get<std::string>();
+  r.registration = j.at("registration").get<std::string>();
+  r.registration_verified = j.at("registration_verified").get<bool>();
+  r.locked_bytes = j.at("locked_bytes").get<std::uint64_t>();
+  r.registered_bytes = j.at("registered_bytes").get<std::uint64_t>();
+  r.register_s = number_or_nan(j.at("register_s"));
+  r.setup_s = number_or_nan(j.at("setup_s"));
+  r.adam_threads = j.at("adam_threads").get<int>();
+  r.pid = j.value("pid", 0);
+}
+
+std::vector<double> ArmResult::timed_step_s() const {
+  std::vector<double> out;
+  const std::size_t first = warmup > 0 ? static_cast<std::size_t>(warmup) : 0;
+  for (std::size_t i = first; i < samples.size(); ++i) out.push_back(samples[i].wall_s);
+  return out;
+}
+
+}  // namespace zob

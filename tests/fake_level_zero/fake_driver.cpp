@@ -1,0 +1,622 @@
+// The fake driver's API: one driver, one GPU device, everything executed synchronously at
+// append time. Strict where a real device would misbehave silently: a wait on an event that
+// is not signaled (a hang on hardware), a kernel on a copy-only list, a zex call with the
+// loader's (untranslated) driver handle, a copy outside an allocation are all errors.
+//
+// Switches (read at each call, so one test process can flip them):
+//   FAKE_ZE_NO_IMPORT=1        ZEX_driver_import_host_pointer neither advertised nor served
+//   FAKE_ZE_IMPORT_FAIL=1      zexDriverImportExternalPointer returns an error
+//   FAKE_ZE_BAD_BASE=1         zexDriverGetHostPointerBaseAddress reports a wrong base
+//   FAKE_ZE_MEMMAP=1           advertise and serve ZE_extension_external_memmap_sysmem
+//   FAKE_ZE_FAIL_ALLOC_AFTER=N in each context, device allocations after the N-th fail
+//   FAKE_ZE_NO_DEVICES=1       the driver reports no device
+//   FAKE_ZE_NO_COPY_ENGINE=1   only the compute queue group
+//   FAKE_ZE_TICKS_PER_COMMAND=N  deterministic clock: every command takes N ticks, starting at
+//   FAKE_ZE_CLOCK_START=T        T (default: real time at 19.2 MHz)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <type_traits>
+
+#include "fake_state.hpp"
+
+namespace fake_ze {
+namespace {
+
+constexpr std::uint64_t kTimerHz = 19'200'000;  // Intel's usual 52.083 ns tick
+constexpr std::uint32_t kTimestampBits = 32;
+constexpr std::uint64_t kTimestampMask = (std::uint64_t{1} << kTimestampBits) - 1;
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+long long env_num(const char* name, long long fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && v[0] != '\0') ? std::atoll(v) : fallback;
+}
+
+struct Driver { int tag; } g_driver;
+struct Device { int tag; } g_device;
+struct Context { long device_allocs = 0; };
+struct CommandList { bool copy_only; };
+struct EventPool { bool timestamps; std::uint32_t count; };
+struct Event { EventPool* pool; bool signaled = false; std::uint64_t start = 0, end = 0; };
+struct Module { std::set<std::string> kernels; };
+struct Kernel { KernelLaunch launch; };
+
+enum class AllocKind { device, host, memmap };
+struct Alloc { std::size_t size; AllocKind kind; };
+
+std::mutex g_mutex;  // every entry point holds it: the fake's state is plain maps
+std::map<std::uintptr_t, Alloc> g_allocs;
+std::map<std::uintptr_t, std::size_t> g_imports;
+std::uint64_t g_virtual_clock = 0;
+bool g_clock_started = false;
+
+ze_result_t complain(ze_result_t r, const char* what) {
+  std::fprintf(stderr, "fake-ze: %s\n", what);
+  return r;
+}
+
+// The range of `map` containing p, or end().
+template <typename M>
+typename M::iterator containing(M& map, std::uintptr_t p) {
+  auto it = map.upper_bound(p);
+  if (it == map.begin()) return map.end();
+  --it;
+  const std::size_t size = [&] {
+    if constexpr (std::is_same_v<typename M::mapped_type, Alloc>) return it->second.size;
+    else return it->second;
+  }();
+  return (p < it->first + size) ? it : map.end();
+}
+
+std::uint64_t now_ticks() {
+  const long long per_command = env_num("FAKE_ZE_TICKS_PER_COMMAND", 0);
+  if (per_command <= 0) {
+    const auto ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    return static_cast<std::uint64_t>(static_cast<double>(ns) * (kTimerHz / 1e9));
+  }
+  if (!g_clock_started) {
+    g_virtual_clock = static_cast<std::uint64_t>(env_num("FAKE_ZE_CLOCK_START", 0));
+    g_clock_started = true;
+  }
+  return g_virtual_clock;
+}
+// One executed command: its [start, end) on the device clock.
+void advance_clock() {
+  const long long per_command = env_num("FAKE_ZE_TICKS_PER_COMMAND", 0);
+  if (per_command > 0) g_virtual_clock += static_cast<std::uint64_t>(per_command);
+}
+
+ze_result_t check_waits(std::uint32_t n, ze_event_handle_t* waits) {
+  if (n > 0 && waits == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (waits[i] == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!reinterpret_cast<Event*>(waits[i])->signaled)
+      return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT,
+                      "wait on an event that is not signaled: a real device would hang");
+  }
+  return ZE_RESULT_SUCCESS;
+}
+
+// Runs `body` as one command of list `cl`: waits checked first, the signal event stamped.
+template <typename F>
+ze_result_t command(ze_command_list_handle_t cl, ze_event_handle_t signal, std::uint32_t n,
+                    ze_event_handle_t* waits, F&& body) {
+  if (cl == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  if (ze_result_t r = check_waits(n, waits); r != ZE_RESULT_SUCCESS) return r;
+  const std::uint64_t start = now_ticks();
+  if (ze_result_t r = body(); r != ZE_RESULT_SUCCESS) return r;
+  advance_clock();
+  if (signal != nullptr) {
+    auto* e = reinterpret_cast<Event*>(signal);
+    e->start = start & kTimestampMask;
+    e->end = now_ticks() & kTimestampMask;
+    e->signaled = true;
+  }
+  return ZE_RESULT_SUCCESS;
+}
+
+// A copy touching device memory must stay inside the allocation; host pointers are free.
+bool copy_side_ok(const void* p, std::size_t bytes) {
+  auto it = containing(g_allocs, reinterpret_cast<std::uintptr_t>(p));
+  if (it == g_allocs.end() || it->second.kind != AllocKind::device) return true;
+  return reinterpret_cast<std::uintptr_t>(p) + bytes <= it->first + it->second.size;
+}
+
+// ---------------------------------------------------------------- global, driver, device
+ze_result_t ZE_APICALL Init(ze_init_flags_t flags) {
+  if (flags != 0 && (flags & ZE_INIT_FLAG_GPU_ONLY) == 0) return ZE_RESULT_ERROR_UNINITIALIZED;
+  return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t ZE_APICALL DriverGet(std::uint32_t* count, ze_driver_handle_t* drivers) {
+  if (count == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  if (drivers != nullptr && *count >= 1) drivers[0] = reinterpret_cast<ze_driver_handle_t>(&g_driver);
+  *count = 1;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL DriverGetApiVersion(ze_driver_handle_t, ze_api_version_t* v) {
+  *v = ZE_API_VERSION_1_4;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL DriverGetProperties(ze_driver_handle_t, ze_driver_properties_t* p) {
+  std::memset(p->uuid.id, 0x5a, sizeof p->uuid.id);
+  p->driverVersion = 0x01020003;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL DriverGetExtensionProperties(ze_driver_handle_t, std::uint32_t* count,
+                                                    ze_driver_extension_properties_t* props) {
+  std::vector<std::pair<const char*, std::uint32_t>> ext;
+  if (!env_flag("FAKE_ZE_NO_IMPORT")) ext.emplace_back("ZEX_driver_import_host_pointer", 1);
+  if (env_flag("FAKE_ZE_MEMMAP")) ext.emplace_back("ZE_extension_external_memmap_sysmem", 0x10000);
+  if (props != nullptr) {
+    for (std::uint32_t i = 0; i < *count && i < ext.size(); ++i) {
+      std::snprintf(props[i].name, sizeof props[i].name, "%s", ext[i].first);
+      props[i].version = ext[i].second;
+    }
+    if (*count > ext.size()) *count = static_cast<std::uint32_t>(ext.size());
+  } else {
+    *count = static_cast<std::uint32_t>(ext.size());
+  }
+  return ZE_RESULT_SUCCESS;
+}
+
+// ---- ZEX_driver_import_host_pointer: compute-runtime's semantics, on a range map ----
+ze_result_t zex_driver_ok(ze_driver_handle_t d) {
+  if (d == reinterpret_cast<ze_driver_handle_t>(&g_driver)) return ZE_RESULT_SUCCESS;
+  return complain(ZE_RESULT_ERROR_INVALID_NULL_HANDLE,
+                  "zex call with a foreign driver handle (the loader's? use zelLoaderTranslateHandle)");
+}
+ze_result_t ZE_APICALL zexImport(ze_driver_handle_t d, void* ptr, std::size_t size) {
+  std::lock_guard lock(g_mutex);
+  if (ze_result_t r = zex_driver_ok(d); r != ZE_RESULT_SUCCESS) return r;
+  if (ptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  if (size == 0) return ZE_RESULT_ERROR_INVALID_SIZE;
+  if (env_flag("FAKE_ZE_IMPORT_FAIL")) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  auto next = g_imports.lower_bound(p);
+  if (next != g_imports.end() && next->first < p + size)
+    return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "import overlaps an imported range");
+  if (containing(g_imports, p) != g_imports.end())
+    return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "import overlaps an imported range");
+  g_imports.emplace(p, size);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL zexRelease(ze_driver_handle_t d, void* ptr) {
+  std::lock_guard lock(g_mutex);
+  if (ze_result_t r = zex_driver_ok(d); r != ZE_RESULT_SUCCESS) return r;
+  auto it = containing(g_imports, reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == g_imports.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  g_imports.erase(it);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL zexBase(ze_driver_handle_t d, void* ptr, void** base) {
+  std::lock_guard lock(g_mutex);
+  if (ze_result_t r = zex_driver_ok(d); r != ZE_RESULT_SUCCESS) return r;
+  if (base == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  auto it = containing(g_imports, reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == g_imports.end()) {
+    *base = nullptr;
+    return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  }
+  *base = reinterpret_cast<void*>(it->first + (env_flag("FAKE_ZE_BAD_BASE") ? 4096 : 0));
+  return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t ZE_APICALL DriverGetExtensionFunctionAddress(ze_driver_handle_t, const char* name,
+                                                         void** fn) {
+  if (name == nullptr || fn == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  *fn = nullptr;
+  if (!env_flag("FAKE_ZE_NO_IMPORT")) {
+    if (std::strcmp(name, "zexDriverImportExternalPointer") == 0) *fn = reinterpret_cast<void*>(&zexImport);
+    if (std::strcmp(name, "zexDriverReleaseImportedPointer") == 0) *fn = reinterpret_cast<void*>(&zexRelease);
+    if (std::strcmp(name, "zexDriverGetHostPointerBaseAddress") == 0) *fn = reinterpret_cast<void*>(&zexBase);
+  }
+  return *fn != nullptr ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_INVALID_ARGUMENT;
+}
+
+ze_result_t ZE_APICALL DeviceGet(ze_driver_handle_t, std::uint32_t* count, ze_device_handle_t* devs) {
+  if (count == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+  const std::uint32_t have = env_flag("FAKE_ZE_NO_DEVICES") ? 0 : 1;
+  if (devs != nullptr && *count >= 1 && have == 1) devs[0] = reinterpret_cast<ze_device_handle_t>(&g_device);
+  *count = have;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL DeviceGetSubDevices(ze_device_handle_t, std::uint32_t* count, ze_device_handle_t*) {
+  *count = 0;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL DeviceGetProperties(ze_device_handle_t, ze_device_properties_t* p) {
+  const bool v12 = p->stype == ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES_1_2;
+  p->type = ZE_DEVICE_TYPE_GPU;
+  p->vendorId = 0x8086;
+  p->deviceId = 0x0bd5;
+  p->flags = 0;
+  p->coreClockRate = 1600;
+  p->maxMemAllocSize = std::uint64_t{48} << 30;
+  p->maxHardwareContexts = 64;
+  p->maxCommandQueuePriority = 0;
+  p->numThreadsPerEU = 8;
+  p->physicalEUSimdWidth = 16;
+  p->numEUsPerSubslice = 8;
+  p->numSubslicesPerSlice = 64;
+  p->numSlices = 1;
+  // Hz with the 1.2 stype, ns per tick (truncated, as old drivers do) without it.
+  p->timerResolution = v12 ? kTimerHz : 1'000'000'000 / kTimerHz;
+  p->timestampValidBits = 64;
+  p->kernelTimestampValidBits = kTimestampBits;
+  std::memset(p->uuid.id, 0xa5, sizeof p->uuid.id);
+  std::snprintf(p->name, sizeof p->name, "%s", "zob fake Level Zero GPU");
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL DeviceGetComputeProperties(ze_device_handle_t, ze_device_compute_properties_t* p) {
+  p->maxTotalGroupSize = 1024;
+  p->maxGroupSizeX = p->maxGroupSizeY = p->maxGroupSizeZ = 1024;
+  p->maxGroupCountX = p->maxGroupCountY = p->maxGroupCountZ = 0xffffffffu;
+  p->maxSharedLocalMemory = 128 * 1024;
+  p->numSubGroupSizes = 1;
+  p->subGroupSizes[0] = 16;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL DeviceGetMemoryProperties(ze_device_handle_t, std::uint32_t* count,
+                                                 ze_device_memory_properties_t* p) {
+  if (p != nullptr && *count >= 1) {
+    p[0].totalSize = std::uint64_t{64} << 30;
+    p[0].maxClockRate = 3200;
+    p[0].maxBusWidth = 4096;
+    std::snprintf(p[0].name, sizeof p[0].name, "%s", "HBM");
+  }
+  *count = 1;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL DeviceGetCommandQueueGroupProperties(
+    ze_device_handle_t, std::uint32_t* count, ze_command_queue_group_properties_t* p) {
+  const std::uint32_t groups = env_flag("FAKE_ZE_NO_COPY_ENGINE") ? 1 : 2;
+  if (p != nullptr) {
+    if (*count >= 1) {
+      p[0].flags = ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE | ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY;
+      p[0].maxMemoryFillPatternSize = 128;
+      p[0].numQueues = 4;
+    }
+    if (*count >= 2 && groups == 2) {
+      p[1].flags = ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY;
+      p[1].maxMemoryFillPatternSize = 4;
+      p[1].numQueues = 1;
+    }
+    if (*count > groups) *count = groups;
+  } else {
+    *count = groups;
+  }
+  return ZE_RESULT_SUCCESS;
+}
+
+// ---------------------------------------------------------------- context and memory
+ze_result_t ZE_APICALL ContextCreate(ze_driver_handle_t, const ze_context_desc_t*, ze_context_handle_t* c) {
+  *c = reinterpret_cast<ze_context_handle_t>(new Context);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL ContextDestroy(ze_context_handle_t c) {
+  delete reinterpret_cast<Context*>(c);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL ContextGetStatus(ze_context_handle_t) { return ZE_RESULT_SUCCESS; }
+
+std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+ze_result_t ZE_APICALL MemAllocDevice(ze_context_handle_t c, const ze_device_mem_alloc_desc_t*,
+                                      std::size_t size, std::size_t alignment, ze_device_handle_t,
+                                      void** out) {
+  std::lock_guard lock(g_mutex);
+  auto* ctx = reinterpret_cast<Context*>(c);
+  const long long limit = env_num("FAKE_ZE_FAIL_ALLOC_AFTER", -1);
+  if (limit >= 0 && ctx->device_allocs >= limit) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+  const std::size_t align = alignment < 256 ? 256 : alignment;
+  void* p = std::aligned_alloc(align, round_up(size == 0 ? 1 : size, align));
+  if (p == nullptr) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+  ++ctx->device_allocs;
+  g_allocs[reinterpret_cast<std::uintptr_t>(p)] = Alloc{size, AllocKind::device};
+  *out = p;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t, const ze_host_mem_alloc_desc_t* desc,
+                                    std::size_t size, std::size_t alignment, void** out) {
+  std::lock_guard lock(g_mutex);
+  // ze_external_memmap_sysmem_ext_desc_t (stype 0x00020037) chained: map the caller's memory.
+  for (auto* ext = static_cast<const ze_base_desc_t*>(desc->pNext); ext != nullptr;
+       ext = static_cast<const ze_base_desc_t*>(ext->pNext)) {
+    if (static_cast<std::uint32_t>(ext->stype) != 0x00020037u) continue;
+    if (!env_flag("FAKE_ZE_MEMMAP")) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
+    struct Memmap { ze_structure_type_t stype; const void* pNext; const void* mem; std::uint64_t size; };
+    const auto* mm = reinterpret_cast<const Memmap*>(ext);
+    const auto p = reinterpret_cast<std::uintptr_t>(mm->mem);
+    if (p % 4096 != 0 || mm->size % 4096 != 0 || mm->size != size)
+      return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "memmap of an unaligned range");
+    if (containing(g_allocs, p) != g_allocs.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    g_allocs[p] = Alloc{size, AllocKind::memmap};
+    *out = const_cast<void*>(mm->mem);
+    return ZE_RESULT_SUCCESS;
+  }
+  const std::size_t align = alignment < 64 ? 64 : alignment;
+  void* p = std::aligned_alloc(align, round_up(size == 0 ? 1 : size, align));
+  if (p == nullptr) return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+  g_allocs[reinterpret_cast<std::uintptr_t>(p)] = Alloc{size, AllocKind::host};
+  *out = p;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL MemFree(ze_context_handle_t, void* p) {
+  std::lock_guard lock(g_mutex);
+  auto it = g_allocs.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == g_allocs.end()) return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeMemFree of an unknown pointer");
+  if (it->second.kind != AllocKind::memmap) std::free(p);
+  g_allocs.erase(it);
+  return ZE_RESULT_SUCCESS;
+}
+
+// ---------------------------------------------------------------- command lists
+ze_result_t ZE_APICALL CommandListCreateImmediate(ze_context_handle_t, ze_device_handle_t,
+                                                  const ze_command_queue_desc_t* desc,
+                                                  ze_command_list_handle_t* out) {
+  const std::uint32_t groups = env_flag("FAKE_ZE_NO_COPY_ENGINE") ? 1 : 2;
+  if (desc->ordinal >= groups) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  if (desc->index >= (desc->ordinal == 0 ? 4u : 1u)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  *out = reinterpret_cast<ze_command_list_handle_t>(new CommandList{desc->ordinal == 1});
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL CommandListDestroy(ze_command_list_handle_t cl) {
+  delete reinterpret_cast<CommandList*>(cl);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL AppendBarrier(ze_command_list_handle_t cl, ze_event_handle_t signal,
+                                     std::uint32_t n, ze_event_handle_t* waits) {
+  std::lock_guard lock(g_mutex);
+  return command(cl, signal, n, waits, [] { return ZE_RESULT_SUCCESS; });
+}
+ze_result_t ZE_APICALL AppendMemoryCopy(ze_command_list_handle_t cl, void* dst, const void* src,
+                                        std::size_t size, ze_event_handle_t signal,
+                                        std::uint32_t n, ze_event_handle_t* waits) {
+  std::lock_guard lock(g_mutex);
+  return command(cl, signal, n, waits, [&] {
+    if (!copy_side_ok(dst, size) || !copy_side_ok(src, size))
+      return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "copy outside a device allocation");
+    std::memcpy(dst, src, size);
+    return ZE_RESULT_SUCCESS;
+  });
+}
+ze_result_t ZE_APICALL AppendMemoryFill(ze_command_list_handle_t cl, void* dst, const void* pattern,
+                                        std::size_t pattern_size, std::size_t size,
+                                        ze_event_handle_t signal, std::uint32_t n,
+                                        ze_event_handle_t* waits) {
+  std::lock_guard lock(g_mutex);
+  return command(cl, signal, n, waits, [&] {
+    if (!copy_side_ok(dst, size) || pattern_size == 0 || size % pattern_size != 0)
+      return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "bad fill");
+    auto* d = static_cast<unsigned char*>(dst);
+    for (std::size_t i = 0; i < size; i += pattern_size) std::memcpy(d + i, pattern, pattern_size);
+    return ZE_RESULT_SUCCESS;
+  });
+}
+ze_result_t ZE_APICALL AppendSignalEvent(ze_command_list_handle_t cl, ze_event_handle_t e) {
+  std::lock_guard lock(g_mutex);
+  return command(cl, e, 0, nullptr, [] { return ZE_RESULT_SUCCESS; });
+}
+ze_result_t ZE_APICALL AppendWaitOnEvents(ze_command_list_handle_t cl, std::uint32_t n, ze_event_handle_t* w) {
+  std::lock_guard lock(g_mutex);
+  return command(cl, nullptr, n, w, [] { return ZE_RESULT_SUCCESS; });
+}
+ze_result_t ZE_APICALL AppendEventReset(ze_command_list_handle_t cl, ze_event_handle_t e) {
+  std::lock_guard lock(g_mutex);
+  if (cl == nullptr || e == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+  reinterpret_cast<Event*>(e)->signaled = false;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL AppendLaunchKernel(ze_command_list_handle_t cl, ze_kernel_handle_t k,
+                                          const ze_group_count_t* groups, ze_event_handle_t signal,
+                                          std::uint32_t n, ze_event_handle_t* waits) {
+  std::lock_guard lock(g_mutex);
+  if (cl != nullptr && reinterpret_cast<CommandList*>(cl)->copy_only)
+    return complain(ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE, "kernel launched on a copy-only list");
+  return command(cl, signal, n, waits, [&] {
+    auto& launch = reinterpret_cast<Kernel*>(k)->launch;
+    launch.groups = *groups;
+    return run_kernel(launch);
+  });
+}
+
+// ---------------------------------------------------------------- events
+ze_result_t ZE_APICALL EventPoolCreate(ze_context_handle_t, const ze_event_pool_desc_t* desc,
+                                       std::uint32_t, ze_device_handle_t*, ze_event_pool_handle_t* out) {
+  *out = reinterpret_cast<ze_event_pool_handle_t>(
+      new EventPool{(desc->flags & ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP) != 0, desc->count});
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL EventPoolDestroy(ze_event_pool_handle_t p) {
+  delete reinterpret_cast<EventPool*>(p);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL EventCreate(ze_event_pool_handle_t p, const ze_event_desc_t* desc, ze_event_handle_t* out) {
+  auto* pool = reinterpret_cast<EventPool*>(p);
+  if (desc->index >= pool->count) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  *out = reinterpret_cast<ze_event_handle_t>(new Event{pool});
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL EventDestroy(ze_event_handle_t e) {
+  delete reinterpret_cast<Event*>(e);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL EventHostSignal(ze_event_handle_t e) {
+  std::lock_guard lock(g_mutex);
+  reinterpret_cast<Event*>(e)->signaled = true;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL EventHostSynchronize(ze_event_handle_t e, std::uint64_t) {
+  std::lock_guard lock(g_mutex);
+  if (reinterpret_cast<Event*>(e)->signaled) return ZE_RESULT_SUCCESS;
+  return complain(ZE_RESULT_NOT_READY, "host waits for an event nothing will signal");
+}
+ze_result_t ZE_APICALL EventQueryStatus(ze_event_handle_t e) {
+  std::lock_guard lock(g_mutex);
+  return reinterpret_cast<Event*>(e)->signaled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY;
+}
+ze_result_t ZE_APICALL EventHostReset(ze_event_handle_t e) {
+  std::lock_guard lock(g_mutex);
+  reinterpret_cast<Event*>(e)->signaled = false;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL EventQueryKernelTimestamp(ze_event_handle_t h, ze_kernel_timestamp_result_t* out) {
+  std::lock_guard lock(g_mutex);
+  auto* e = reinterpret_cast<Event*>(h);
+  if (!e->pool->timestamps) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  if (!e->signaled) return ZE_RESULT_NOT_READY;
+  out->global.kernelStart = out->context.kernelStart = e->start;
+  out->global.kernelEnd = out->context.kernelEnd = e->end;
+  return ZE_RESULT_SUCCESS;
+}
+
+// ---------------------------------------------------------------- modules and kernels
+// The OpEntryPoint names of a SPIR-V module: which kernels zeKernelCreate may create.
+bool spirv_entry_points(const std::uint8_t* bytes, std::size_t size, std::set<std::string>* names) {
+  if (size < 20 || size % 4 != 0) return false;
+  std::vector<std::uint32_t> w(size / 4);
+  std::memcpy(w.data(), bytes, size);
+  if (w[0] != 0x07230203u) return false;
+  for (std::size_t i = 5; i < w.size();) {
+    const std::uint32_t count = w[i] >> 16, op = w[i] & 0xffffu;
+    if (count == 0 || i + count > w.size()) return false;
+    if (op == 15 && count > 3)  // OpEntryPoint model id "name" interface...
+      names->insert(reinterpret_cast<const char*>(&w[i + 3]));
+    i += count;
+  }
+  return true;
+}
+ze_result_t ZE_APICALL ModuleCreate(ze_context_handle_t, ze_device_handle_t, const ze_module_desc_t* desc,
+                                    ze_module_handle_t* out, ze_module_build_log_handle_t* log) {
+  if (log != nullptr) *log = nullptr;
+  auto module = std::make_unique<Module>();
+  if (desc->format != ZE_MODULE_FORMAT_IL_SPIRV ||
+      !spirv_entry_points(desc->pInputModule, desc->inputSize, &module->kernels))
+    return complain(ZE_RESULT_ERROR_INVALID_NATIVE_BINARY, "module is not SPIR-V");
+  *out = reinterpret_cast<ze_module_handle_t>(module.release());
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL ModuleDestroy(ze_module_handle_t m) {
+  delete reinterpret_cast<Module*>(m);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL BuildLogDestroy(ze_module_build_log_handle_t) { return ZE_RESULT_SUCCESS; }
+ze_result_t ZE_APICALL BuildLogGetString(ze_module_build_log_handle_t, std::size_t* size, char* s) {
+  if (s != nullptr && *size > 0) s[0] = '\0';
+  *size = 1;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL KernelCreate(ze_module_handle_t m, const ze_kernel_desc_t* desc, ze_kernel_handle_t* out) {
+  if (reinterpret_cast<Module*>(m)->kernels.count(desc->pKernelName) == 0)
+    return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
+  auto* k = new Kernel;
+  k->launch.name = desc->pKernelName;
+  *out = reinterpret_cast<ze_kernel_handle_t>(k);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL KernelDestroy(ze_kernel_handle_t k) {
+  delete reinterpret_cast<Kernel*>(k);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL KernelSetGroupSize(ze_kernel_handle_t k, std::uint32_t x, std::uint32_t y, std::uint32_t z) {
+  auto& l = reinterpret_cast<Kernel*>(k)->launch;
+  l.group_size[0] = x;
+  l.group_size[1] = y;
+  l.group_size[2] = z;
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL KernelSetArgumentValue(ze_kernel_handle_t k, std::uint32_t index,
+                                              std::size_t size, const void* value) {
+  auto& args = reinterpret_cast<Kernel*>(k)->launch.args;
+  if (index >= 32) return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
+  if (args.size() <= index) args.resize(index + 1);
+  const auto* b = static_cast<const std::uint8_t*>(value);
+  args[index].assign(b, b + (value != nullptr ? size : 0));
+  return ZE_RESULT_SUCCESS;
+}
+
+}  // namespace
+
+bool is_device_range(const void* p, std::size_t bytes) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = containing(g_allocs, a);
+  return it != g_allocs.end() && it->second.kind == AllocKind::device &&
+         a + bytes <= it->first + it->second.size;
+}
+
+void fake_fill(ze_global_dditable_t* t) { t->pfnInit = Init; }
+void fake_fill(ze_driver_dditable_t* t) {
+  t->pfnGet = DriverGet;
+  t->pfnGetApiVersion = DriverGetApiVersion;
+  t->pfnGetProperties = DriverGetProperties;
+  t->pfnGetExtensionProperties = DriverGetExtensionProperties;
+  t->pfnGetExtensionFunctionAddress = DriverGetExtensionFunctionAddress;
+}
+void fake_fill(ze_device_dditable_t* t) {
+  t->pfnGet = DeviceGet;
+  t->pfnGetSubDevices = DeviceGetSubDevices;
+  t->pfnGetProperties = DeviceGetProperties;
+  t->pfnGetComputeProperties = DeviceGetComputeProperties;
+  t->pfnGetMemoryProperties = DeviceGetMemoryProperties;
+  t->pfnGetCommandQueueGroupProperties = DeviceGetCommandQueueGroupProperties;
+}
+void fake_fill(ze_context_dditable_t* t) {
+  t->pfnCreate = ContextCreate;
+  t->pfnDestroy = ContextDestroy;
+  t->pfnGetStatus = ContextGetStatus;
+}
+void fake_fill(ze_command_list_dditable_t* t) {
+  t->pfnCreateImmediate = CommandListCreateImmediate;
+  t->pfnDestroy = CommandListDestroy;
+  t->pfnAppendBarrier = AppendBarrier;
+  t->pfnAppendMemoryCopy = AppendMemoryCopy;
+  t->pfnAppendMemoryFill = AppendMemoryFill;
+  t->pfnAppendSignalEvent = AppendSignalEvent;
+  t->pfnAppendWaitOnEvents = AppendWaitOnEvents;
+  t->pfnAppendEventReset = AppendEventReset;
+  t->pfnAppendLaunchKernel = AppendLaunchKernel;
+}
+void fake_fill(ze_event_pool_dditable_t* t) {
+  t->pfnCreate = EventPoolCreate;
+  t->pfnDestroy = EventPoolDestroy;
+}
+void fake_fill(ze_event_dditable_t* t) {
+  t->pfnCreate = EventCreate;
+  t->pfnDestroy = EventDestroy;
+  t->pfnHostSignal = EventHostSignal;
+  t->pfnHostSynchronize = EventHostSynchronize;
+  t->pfnQueryStatus = EventQueryStatus;
+  t->pfnHostReset = EventHostReset;
+  t->pfnQueryKernelTimestamp = EventQueryKernelTimestamp;
+}
+void fake_fill(ze_module_dditable_t* t) {
+  t->pfnCreate = ModuleCreate;
+  t->pfnDestroy = ModuleDestroy;
+}
+void fake_fill(ze_module_build_log_dditable_t* t) {
+  t->pfnDestroy = BuildLogDestroy;
+  t->pfnGetString = BuildLogGetString;
+}
+void fake_fill(ze_kernel_dditable_t* t) {
+  t->pfnCreate = KernelCreate;
+  t->pfnDestroy = KernelDestroy;
+  t->pfnSetGroupSize = KernelSetGroupSize;
+  t->pfnSetArgumentValue = KernelSetArgumentValue;
+}
+void fake_fill(ze_mem_dditable_t* t) {
+  t->pfnAllocDevice = MemAllocDevice;
+  t->pfnAllocHost = MemAllocHost;
+  t->pfnFree = MemFree;
+}
+
+}  // namespace fake_ze

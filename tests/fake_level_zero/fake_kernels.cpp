@@ -1,0 +1,211 @@
+// Kernels by name: checks the launch as a real device would need it (argument sizes, the
+// required work-group size, a grid that covers the problem, every pointer inside device
+// memory), then runs the zob::cpu reference kernel synchronously.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+
+#include "backends/cpu/cpu_kernels.hpp"
+#include "fake_state.hpp"
+
+namespace fake_ze {
+namespace {
+
+using zob::bf16;
+
+struct Bad {  // a launch the fake refuses; the message goes to stderr
+  std::string why;
+};
+
+class Args {
+ public:
+  explicit Args(const KernelLaunch& l) : l_(l) {}
+  template <typename T>
+  T get(std::size_t i) const {
+    if (i >= l_.args.size() || l_.args[i].size() != sizeof(T))
+      throw Bad{"argument " + std::to_string(i) + " not set or of the wrong size"};
+    T v;
+    std::memcpy(&v, l_.args[i].data(), sizeof v);
+    return v;
+  }
+  // A pointer argument that must cover `bytes` of device memory.
+  template <typename T>
+  T* ptr(std::size_t i, std::int64_t count) const {
+    auto* p = get<T*>(i);
+    const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T);
+    if (!is_device_range(p, bytes))
+      throw Bad{"argument " + std::to_string(i) + " is not " + std::to_string(bytes) +
+                " bytes of device memory (host or imported memory given to a kernel?)"};
+    return p;
+  }
+  void need_args(std::size_t n) const {
+    if (l_.args.size() != n) throw Bad{"expects " + std::to_string(n) + " arguments"};
+  }
+  void need_group(std::uint32_t x, std::uint32_t y) const {
+    if (l_.group_size[0] != x || l_.group_size[1] != y || l_.group_size[2] != 1)
+      throw Bad{"group size must be the kernel's reqd_work_group_size"};
+  }
+  // The grid must cover `items` work-items along dimension d.
+  void need_cover(int d, std::int64_t items) const {
+    const std::uint32_t counts[3] = {l_.groups.groupCountX, l_.groups.groupCountY,
+                                     l_.groups.groupCountZ};
+    if (static_cast<std::int64_t>(counts[d]) * l_.group_size[d] < items)
+      throw Bad{"grid does not cover " + std::to_string(items) + " items in dimension " +
+                std::to_string(d)};
+  }
+  void need_1d(std::int64_t n) const {
+    need_group(256, 1);
+    need_cover(0, n);
+  }
+
+ private:
+  const KernelLaunch& l_;
+};
+
+std::int64_t max_plus_one(const std::int32_t* v, std::int64_t n) {
+  std::int64_t m = 0;
+  for (std::int64_t i = 0; i < n; ++i) m = std::max<std::int64_t>(m, std::int64_t{v[i]} + 1);
+  return m;
+}
+
+using Runner = std::function<void(const Args&)>;
+
+const std::map<std::string, Runner>& runners() {
+  static const std::map<std::string, Runner> table = {
+      {"gemm",
+       [](const Args& a) {
+         a.need_args(11);
+         a.need_group(16, 16);
+         const bool ta = a.get<std::int32_t>(0) != 0, tb = a.get<std::int32_t>(1) != 0;
+         const auto m = a.get<std::int64_t>(2), n = a.get<std::int64_t>(3),
+                    k = a.get<std::int64_t>(4);
+         const auto lda = a.get<std::int64_t>(6), ldb = a.get<std::int64_t>(8),
+                    ldc = a.get<std::int64_t>(10);
+         a.need_cover(0, n);
+         a.need_cover(1, m);
+         const bf16* pa = a.ptr<const bf16>(5, (ta ? k : m) * lda);
+         const bf16* pb = a.ptr<const bf16>(7, (tb ? n : k) * ldb);
+         bf16* pc = a.ptr<bf16>(9, m * ldc);
+         zob::cpu::gemm(ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, nullptr);
+       }},
+      {"embedding_forward",
+       [](const Args& a) {
+         a.need_args(5);
+         const auto tokens = a.get<std::int64_t>(3), hidden = a.get<std::int64_t>(4);
+         a.need_group(256, 1);
+         a.need_cover(0, hidden);
+         a.need_cover(1, tokens);
+         const auto* ids = a.ptr<const std::int32_t>(0, tokens);
+         const auto* tab = a.ptr<const bf16>(1, max_plus_one(ids, tokens) * hidden);
+         zob::cpu::embedding_forward(ids, tab, a.ptr<bf16>(2, tokens * hidden), tokens,
+                                     hidden, nullptr);
+       }},
+      {"embedding_backward",
+       [](const Args& a) {
+         a.need_args(7);
+         const auto n_unique = a.get<std::int64_t>(3), hidden = a.get<std::int64_t>(6);
+         a.need_group(256, 1);
+         a.need_cover(0, hidden);
+         a.need_cover(1, n_unique);
+         const auto* uid = a.ptr<const std::int32_t>(0, n_unique);
+         const auto* off = a.ptr<const std::int32_t>(1, n_unique + 1);
+         const auto* pos = a.ptr<const std::int32_t>(2, off[n_unique]);
+         const auto* dout = a.ptr<const bf16>(4, max_plus_one(pos, off[n_unique]) * hidden);
+         auto* dtable = a.ptr<bf16>(5, max_plus_one(uid, n_unique) * hidden);
+         zob::cpu::embedding_backward(uid, off, pos, n_unique, dout, dtable, hidden, nullptr);
+       }},
+      {"bias_add",
+       [](const Args& a) {
+         a.need_args(4);
+         const auto rows = a.get<std::int64_t>(2), cols = a.get<std::int64_t>(3);
+         a.need_1d(rows * cols);
+         zob::cpu::bias_add(a.ptr<bf16>(0, rows * cols), a.ptr<const bf16>(1, cols), rows, cols,
+                            nullptr);
+       }},
+      {"bias_gelu_forward",
+       [](const Args& a) {
+         a.need_args(5);
+         const auto rows = a.get<std::int64_t>(3), cols = a.get<std::int64_t>(4);
+         a.need_1d(rows * cols);
+         zob::cpu::bias_gelu_forward(a.ptr<bf16>(0, rows * cols), a.ptr<const bf16>(1, cols),
+                                     a.ptr<bf16>(2, rows * cols), rows, cols, nullptr);
+       }},
+      {"gelu_backward",
+       [](const Args& a) {
+         a.need_args(4);
+         const auto n = a.get<std::int64_t>(3);
+         a.need_1d(n);
+         zob::cpu::gelu_backward(a.ptr<const bf16>(0, n), a.ptr<const bf16>(1, n),
+                                 a.ptr<bf16>(2, n), n, nullptr);
+       }},
+      {"residual_add",
+       [](const Args& a) {
+         a.need_args(3);
+         const auto n = a.get<std::int64_t>(2);
+         a.need_1d(n);
+         zob::cpu::residual_add(a.ptr<bf16>(0, n), a.ptr<const bf16>(1, n), n, nullptr);
+       }},
+      {"fill_bf16",
+       [](const Args& a) {
+         a.need_args(3);
+         const auto n = a.get<std::int64_t>(2);
+         a.need_1d(n);
+         zob::cpu::fill(a.ptr<bf16>(0, n), a.get<float>(1), n, nullptr);
+       }},
+      {"cast_f32_to_bf16",
+       [](const Args& a) {
+         a.need_args(3);
+         const auto n = a.get<std::int64_t>(2);
+         a.need_1d(n);
+         zob::cpu::cast_f32_to_bf16(a.ptr<const float>(0, n), a.ptr<bf16>(1, n), n, nullptr);
+       }},
+      {"cast_bf16_to_f32",
+       [](const Args& a) {
+         a.need_args(3);
+         const auto n = a.get<std::int64_t>(2);
+         a.need_1d(n);
+         zob::cpu::cast_bf16_to_f32(a.ptr<const bf16>(0, n), a.ptr<float>(1, n), n, nullptr);
+       }},
+      {"column_sum",
+       [](const Args& a) {
+         a.need_args(4);
+         const auto rows = a.get<std::int64_t>(2), cols = a.get<std::int64_t>(3);
+         a.need_1d(cols);
+         zob::cpu::column_sum(a.ptr<const bf16>(0, rows * cols), a.ptr<bf16>(1, cols), rows, cols,
+                              nullptr);
+       }},
+      {"sum_bf16",
+       [](const Args& a) {
+         a.need_args(3);
+         const auto n = a.get<std::int64_t>(1);
+         a.need_group(256, 1);
+         a.need_cover(0, 256);
+         zob::cpu::sum(a.ptr<const bf16>(0, n), n, a.ptr<float>(2, 1), nullptr);
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+ze_result_t run_kernel(const KernelLaunch& launch) {
+  const auto it = runners().find(launch.name);
+  if (it == runners().end()) {
+    std::fprintf(stderr, "fake-ze: no CPU reference for kernel '%s'\n", launch.name.c_str());
+    return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
+  }
+  try {
+    it->second(Args(launch));
+    return ZE_RESULT_SUCCESS;
+  } catch (const Bad& bad) {
+    std::fprintf(stderr, "fake-ze: kernel %s refused: %s\n", launch.name.c_str(), bad.why.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fake-ze: kernel %s failed: %s\n", launch.name.c_str(), e.what());
+  }
+  return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+}
+
+}  // namespace fake_ze

@@ -1,0 +1,251 @@
+// LevelZeroDevice through the real loader and the fake driver: creation, memory accounting,
+// copies and queue ordering, registration (import, memmap, refusals), error paths, timing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "test_support.hpp"
+
+namespace zob {
+namespace {
+
+using test::ScopedEnv;
+
+constexpr std::size_t kPage = 4096;
+
+struct PageBuffer {  // page-aligned host memory, as the step's offload buffers are
+  explicit PageBuffer(std::size_t bytes) : size(bytes), p(std::aligned_alloc(kPage, bytes)) {}
+  ~PageBuffer() { std::free(p); }
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+  std::size_t size;
+  void* p;
+  unsigned char* bytes() const { return static_cast<unsigned char*>(p); }
+};
+
+template <typename F>
+DeviceError device_error(F&& f) {
+  try {
+    f();
+  } catch (const DeviceError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no DeviceError thrown";
+  return DeviceError(DeviceErrorKind::runtime, "<none>");
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(LevelZeroDevice, CreatesTheFakeGpu) {
+  LevelZeroDevice dev(0);
+  EXPECT_EQ(dev.info().backend, "xpu");
+  EXPECT_EQ(dev.info().name, "zob fake Level Zero GPU");
+  EXPECT_EQ(dev.info().total_memory_bytes, std::uint64_t{64} << 30);
+  EXPECT_TRUE(dev.registration_applicable());
+  EXPECT_EQ(dev.registration_method(), "zexDriverImportExternalPointer");
+}
+
+TEST(LevelZeroDevice, NoDeviceOrBadIndexIsUnavailable) {
+  auto e = device_error([] { LevelZeroDevice dev(3); });
+  EXPECT_EQ(e.kind(), DeviceErrorKind::unavailable);
+  EXPECT_TRUE(contains(e.what(), "--device-index 3 out of range")) << e.what();
+  ScopedEnv none("FAKE_ZE_NO_DEVICES", "1");
+  e = device_error([] { LevelZeroDevice dev(0); });
+  EXPECT_EQ(e.kind(), DeviceErrorKind::unavailable);
+  EXPECT_TRUE(contains(e.what(), "no Level Zero GPU device")) << e.what();
+}
+
+TEST(LevelZeroDevice, TracksMemoryInUseAndPeak) {
+  LevelZeroDevice dev(0);
+  std::mt19937 rng{std::random_device{}()};
+  std::uniform_int_distribution<std::size_t> size(1, 1 << 20);
+  const std::size_t a = size(rng), b = size(rng), c = size(rng);
+  void* pa = dev.allocate(a);
+  void* pb = dev.allocate(b);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pa) % 256, 0u);
+  EXPECT_EQ(dev.memory_in_use(), a + b);
+  dev.deallocate(pa);
+  void* pc = dev.allocate(c);
+  EXPECT_EQ(dev.memory_in_use(), b + c);
+  EXPECT_EQ(dev.memory_peak(), std::max(a + b, b + c));
+  dev.deallocate(pb);
+  dev.deallocate(pc);
+  EXPECT_EQ(dev.memory_in_use(), 0u);
+}
+
+TEST(LevelZeroDevice, AllocationFailureIsOutOfMemory) {
+  ScopedEnv limit("FAKE_ZE_FAIL_ALLOC_AFTER", "1");
+  LevelZeroDevice dev(0);
+  void* first = dev.allocate(1000);
+  auto e = device_error([&] { dev.allocate(2000); });
+  EXPECT_EQ(e.kind(), DeviceErrorKind::out_of_memory);
+  EXPECT_TRUE(contains(e.what(), "zeMemAllocDevice")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")) << e.what();
+  EXPECT_EQ(dev.memory_in_use(), 1000u);  // the failed one is not counted
+  dev.deallocate(first);
+}
+
+TEST(LevelZeroDevice, CopiesAreOrderedAcrossQueuesByEvents) {
+  LevelZeroDevice dev(0);
+  std::mt19937 rng{std::random_device{}()};
+  const std::size_t n = 3 * kPage + 123;
+  std::vector<unsigned char> src(n), back(n, 0);
+  for (auto& b : src) b = static_cast<unsigned char>(rng());
+  void* d = dev.allocate(n);
+  auto uploaded = dev.create_event();
+  auto never_recorded = dev.create_event();
+  dev.copy_to_device(Queue::h2d, d, src.data(), n);
+  dev.fill_zero(Queue::h2d, static_cast<unsigned char*>(d) + 100, 50);
+  dev.record(*uploaded, Queue::h2d);
+  dev.queue_wait(Queue::d2h, *never_recorded);  // a no-op, as for a fresh CUDA event
+  dev.queue_wait(Queue::d2h, *uploaded);
+  dev.copy_to_host(Queue::d2h, back.data(), d, n);
+  dev.synchronize();
+  std::fill(src.begin() + 100, src.begin() + 150, 0);
+  EXPECT_EQ(back, src);
+  dev.record(*uploaded, Queue::compute);  // re-recording an event
+  dev.event_synchronize(*uploaded);
+  dev.deallocate(d);
+}
+
+TEST(LevelZeroDevice, ImportRegistersVerifiesAndReleases) {
+  LevelZeroDevice dev(0);
+  PageBuffer host(8 * kPage);
+  const Registration r = dev.register_host(host.p, host.size);
+  EXPECT_EQ(r.method, "zexDriverImportExternalPointer");
+  EXPECT_TRUE(r.verified);
+  EXPECT_TRUE(dev.is_registered(host.bytes() + 5 * kPage + 7));
+  EXPECT_FALSE(dev.is_registered(host.bytes() + host.size));
+  // The driver refuses an overlapping import: no silent double registration.
+  auto e = device_error([&] { dev.register_host(host.bytes() + kPage, kPage); });
+  EXPECT_EQ(e.kind(), DeviceErrorKind::registration_refused);
+  EXPECT_TRUE(contains(e.what(), "zexDriverImportExternalPointer")) << e.what();
+  // Registered memory is copied from and to (never read by a kernel).
+  std::mt19937 rng{std::random_device{}()};
+  for (std::size_t i = 0; i < host.size; ++i) host.bytes()[i] = static_cast<unsigned char>(rng());
+  void* d = dev.allocate(host.size);
+  dev.copy_to_device(Queue::h2d, d, host.p, host.size);
+  dev.synchronize();
+  std::vector<unsigned char> back(host.size);
+  dev.copy_to_host(Queue::d2h, back.data(), d, host.size);
+  dev.synchronize();
+  EXPECT_EQ(std::memcmp(back.data(), host.p, host.size), 0);
+  dev.deallocate(d);
+  dev.unregister_host(host.p);
+  EXPECT_FALSE(dev.is_registered(host.p));
+  EXPECT_EQ(dev.register_host(host.p, host.size).method, "zexDriverImportExternalPointer");
+  dev.unregister_host(host.p);
+}
+
+TEST(LevelZeroDevice, MemmapSysmemIsPreferredWhenReported) {
+  ScopedEnv memmap("FAKE_ZE_MEMMAP", "1");
+  LevelZeroDevice dev(0);
+  EXPECT_EQ(dev.registration_method(), "zeMemAllocHost(memmap-sysmem)");
+  PageBuffer host(4 * kPage);
+  const Registration r = dev.register_host(host.p, host.size);
+  EXPECT_EQ(r.method, "zeMemAllocHost(memmap-sysmem)");
+  EXPECT_TRUE(r.verified);
+  EXPECT_TRUE(dev.is_registered(host.p));
+  dev.unregister_host(host.p);
+  EXPECT_FALSE(dev.is_registered(host.p));
+}
+
+TEST(LevelZeroDevice, NoImportPathRefusesLoudly) {
+  ScopedEnv no_import("FAKE_ZE_NO_IMPORT", "1");
+  LevelZeroDevice dev(0);
+  EXPECT_EQ(dev.registration_method(), "");
+  PageBuffer host(kPage);
+  auto e = device_error([&] { dev.register_host(host.p, host.size); });
+  EXPECT_EQ(e.kind(), DeviceErrorKind::registration_refused);
+  EXPECT_TRUE(contains(e.what(), "ZE_extension_external_memmap_sysmem")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "ZEX_driver_import_host_pointer")) << e.what();
+  EXPECT_FALSE(dev.is_registered(host.p));
+}
+
+TEST(LevelZeroDevice, FailedOrUnverifiedImportIsRefused) {
+  LevelZeroDevice dev(0);
+  PageBuffer host(2 * kPage);
+  {
+    ScopedEnv fail("FAKE_ZE_IMPORT_FAIL", "1");
+    auto e = device_error([&] { dev.register_host(host.p, host.size); });
+    EXPECT_EQ(e.kind(), DeviceErrorKind::registration_refused);
+    EXPECT_TRUE(contains(e.what(), "zexDriverImportExternalPointer failed")) << e.what();
+  }
+  {
+    ScopedEnv bad_base("FAKE_ZE_BAD_BASE", "1");
+    auto e = device_error([&] { dev.register_host(host.p, host.size); });
+    EXPECT_EQ(e.kind(), DeviceErrorKind::registration_refused);
+    EXPECT_TRUE(contains(e.what(), "not verified")) << e.what();
+  }
+  EXPECT_FALSE(dev.is_registered(host.p));
+  dev.register_host(host.p, host.size);  // the unverified import was released
+  dev.unregister_host(host.p);
+  auto e = device_error([&] { dev.register_host(host.bytes() + 8, kPage); });
+  EXPECT_EQ(e.kind(), DeviceErrorKind::registration_refused);
+  EXPECT_TRUE(contains(e.what(), "page size")) << e.what();
+}
+
+TEST(LevelZeroDevice, AllocateHostIsUsableForCopies) {
+  LevelZeroDevice dev(0);
+  const std::size_t n = 10000;
+  auto* h = static_cast<unsigned char*>(dev.allocate_host(n));
+  std::mt19937 rng{std::random_device{}()};
+  for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<unsigned char>(rng());
+  std::vector<unsigned char> want(h, h + n), back(n);
+  void* d = dev.allocate(n);
+  dev.copy_to_device(Queue::h2d, d, h, n);
+  dev.synchronize();
+  dev.copy_to_host(Queue::d2h, back.data(), d, n);
+  dev.synchronize();
+  EXPECT_EQ(back, want);
+  dev.deallocate(d);
+  dev.deallocate_host(h);
+}
+
+TEST(LevelZeroDevice, ElapsedTimeIsMaskedAndScaledByTimerResolution) {
+  // A deterministic device clock: each command takes 1000 ticks at 19.2 MHz, and the 32-bit
+  // kernel timestamp wraps in the middle of the measured range.
+  ScopedEnv ticks("FAKE_ZE_TICKS_PER_COMMAND", "1000");
+  ScopedEnv start_at("FAKE_ZE_CLOCK_START", "4294964296");  // 2^32 - 3000
+  LevelZeroDevice dev(0);
+  void* d = dev.allocate(4096);
+  std::vector<unsigned char> host(4096, 7);
+  auto start = dev.create_event();
+  auto end = dev.create_event();
+  dev.record(*start, Queue::h2d);
+  dev.copy_to_device(Queue::h2d, d, host.data(), host.size());                 // 1 command
+  dev.fill_zero(Queue::h2d, d, 1024);                                          // 2
+  dev.cast_bf16_to_f32(static_cast<bf16*>(d), static_cast<float*>(d) + 512, 256, Queue::h2d);
+  // ^ on the h2d queue's kernel list: a barrier + wait to switch lists, then the kernel: 3, 4, 5
+  dev.record(*end, Queue::h2d);                                                // 6 (ends there)
+  dev.event_synchronize(*end);
+  const double expected = 6 * 1000 / 19.2e6;
+  EXPECT_NEAR(dev.elapsed_seconds(*start, *end), expected, 1e-12);
+  dev.synchronize();
+  dev.deallocate(d);
+}
+
+TEST(LevelZeroDevice, WorksWithoutACopyEngine) {
+  ScopedEnv no_copy("FAKE_ZE_NO_COPY_ENGINE", "1");  // only a compute group: copies go there
+  LevelZeroDevice dev(0);
+  std::mt19937 rng{std::random_device{}()};
+  std::vector<float> f(777);
+  for (auto& v : f) v = std::uniform_real_distribution<float>(-5.f, 5.f)(rng);
+  float* d = static_cast<float*>(dev.allocate(f.size() * 4));
+  bf16* h = static_cast<bf16*>(dev.allocate(f.size() * 2));
+  dev.copy_to_device(Queue::h2d, d, f.data(), f.size() * 4);
+  auto up = dev.create_event();
+  dev.record(*up, Queue::h2d);
+  dev.queue_wait(Queue::d2h, *up);
+  dev.cast_f32_to_bf16(d, h, static_cast<std::int64_t>(f.size()), Queue::d2h);
+  std::vector<bf16> got(f.size());
+  dev.copy_to_host(Queue::d2h, got.data(), h, got.size() * 2);
+  dev.synchronize();
+  for (std::size_t i = 0; i < f.size(); ++i) ASSERT_EQ(got[i].bits, f32_to_bf16(f[i]).bits) << i;
+  dev.deallocate(d);
+  dev.deallocate(h);
+}
+
+}  // namespace
+}  // namespace zob
