@@ -11,9 +11,9 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "step/device_buffer.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
 #include "zob/errors.hpp"
@@ -25,44 +25,13 @@
 namespace zob {
 namespace {
 
+using step_detail::DeviceBuffer;
+using step_detail::Events;
+using step_detail::make_events;
+
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Device memory owned RAII-style; a zero-byte request owns nothing.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(Device& dev, std::uint64_t bytes) : dev_(&dev) {
-    if (bytes > 0) ptr_ = dev.allocate(static_cast<std::size_t>(bytes));
-  }
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) dev_->deallocate(ptr_);
-  }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : dev_(o.dev_), ptr_(std::exchange(o.ptr_, nullptr)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-      if (ptr_ != nullptr) dev_->deallocate(ptr_);
-      dev_ = o.dev_;
-      ptr_ = std::exchange(o.ptr_, nullptr);
-    }
-    return *this;
-  }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-
- private:
-  Device* dev_ = nullptr;
-  void* ptr_ = nullptr;
-};
-
-using Events = std::vector<std::unique_ptr<DeviceEvent>>;
-Events make_events(Device& dev, std::size_t n) {
-  Events e;
-  e.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) e.push_back(dev.create_event());
-  return e;
 }
 
 struct SubGroup {

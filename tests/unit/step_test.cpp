@@ -154,6 +154,8 @@ double r16(double v) { return bf16_to_f32(f32_to_bf16(static_cast<float>(v))); }
 
 struct Reference {
   std::vector<std::vector<double>> xs;  // hidden states x_0..x_n, [T][h] flattened
+  std::vector<std::vector<double>> pre, act;  // per layer, [T][4h]
+  std::vector<double> w;                // bf16-rounded parameters
   std::vector<double> logits;           // [T][V]
   double loss = 0, abs_sum = 0;
 };
@@ -162,10 +164,11 @@ Reference reference_forward(const RunConfig& c) {
   const ModelLayout L = ModelLayout::build(c.model);
   std::vector<float> master(static_cast<std::size_t>(L.total));
   initial_parameters(L, c.seed, master.data());
-  auto w = [&](std::int64_t i) { return r16(master[static_cast<std::size_t>(i)]); };
+  Reference ref;
+  for (float m : master) ref.w.push_back(r16(m));
+  auto w = [&](std::int64_t i) { return ref.w[static_cast<std::size_t>(i)]; };
   const std::int64_t T = c.tokens(), h = c.model.hidden, F = 4 * h, V = c.model.vocab;
   const auto ids = token_ids(T, V, c.seed);
-  Reference ref;
   std::vector<double> x(static_cast<std::size_t>(T * h));
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t k = 0; k < h; ++k) x[t * h + k] = w(ids[t] * h + k);
@@ -173,13 +176,14 @@ Reference reference_forward(const RunConfig& c) {
   for (std::int64_t l = 0; l < c.model.layers; ++l) {
     const auto& ts = L.modules[static_cast<std::size_t>(l + 1)].tensors;
     const std::int64_t W1 = ts[0].offset, B1 = ts[1].offset, W2 = ts[2].offset, B2 = ts[3].offset;
-    std::vector<double> act(static_cast<std::size_t>(T * F)), y(x.size());
+    std::vector<double> pre(static_cast<std::size_t>(T * F)), act(pre.size()), y(x.size());
     for (std::int64_t t = 0; t < T; ++t) {
       for (std::int64_t f = 0; f < F; ++f) {
         double acc = 0;
         for (std::int64_t k = 0; k < h; ++k) acc += x[t * h + k] * w(W1 + f * h + k);
-        const double pre = r16(r16(acc) + w(B1 + f));
-        act[t * F + f] = r16(0.5 * pre * (1 + std::erf(pre / std::sqrt(2.0))));
+        const double p = r16(r16(acc) + w(B1 + f));
+        pre[t * F + f] = p;
+        act[t * F + f] = r16(0.5 * p * (1 + std::erf(p / std::sqrt(2.0))));
       }
       for (std::int64_t o = 0; o < h; ++o) {
         double acc = 0;
@@ -189,6 +193,8 @@ Reference reference_forward(const RunConfig& c) {
     }
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = r16(x[i] + y[i]);
     ref.xs.push_back(x);
+    ref.pre.push_back(pre);
+    ref.act.push_back(act);
   }
   const std::int64_t H = L.modules.back().offset;
   for (std::int64_t t = 0; t < T; ++t) {
@@ -202,6 +208,76 @@ Reference reference_forward(const RunConfig& c) {
     }
   }
   return ref;
+}
+
+// The gradient of sum(logits) by plain loops over the reference forward, with the step's
+// bf16 roundings (every stored tensor rounded once).
+std::vector<double> reference_grads(const RunConfig& c, const Reference& ref) {
+  const ModelLayout L = ModelLayout::build(c.model);
+  const std::int64_t T = c.tokens(), h = c.model.hidden, F = 4 * h, V = c.model.vocab;
+  auto w = [&](std::int64_t i) { return ref.w[static_cast<std::size_t>(i)]; };
+  std::vector<double> g(static_cast<std::size_t>(L.total), 0.0);
+  const std::int64_t H = L.modules.back().offset;
+  const auto& xn = ref.xs.back();
+  std::vector<double> dy(static_cast<std::size_t>(T * h));
+  for (std::int64_t k = 0; k < h; ++k) {
+    double col = 0, wsum = 0;
+    for (std::int64_t t = 0; t < T; ++t) col += xn[t * h + k];
+    for (std::int64_t v = 0; v < V; ++v) wsum += w(H + v * h + k);
+    for (std::int64_t v = 0; v < V; ++v) g[H + v * h + k] = r16(col);  // dlogits = 1
+    for (std::int64_t t = 0; t < T; ++t) dy[t * h + k] = r16(wsum);
+  }
+  for (std::int64_t l = c.model.layers - 1; l >= 0; --l) {
+    const auto& ts = L.modules[static_cast<std::size_t>(l + 1)].tensors;
+    const std::int64_t W1 = ts[0].offset, B1 = ts[1].offset, W2 = ts[2].offset, B2 = ts[3].offset;
+    const auto& x = ref.xs[static_cast<std::size_t>(l)];
+    const auto& pre = ref.pre[static_cast<std::size_t>(l)];
+    const auto& act = ref.act[static_cast<std::size_t>(l)];
+    std::vector<double> dpre(static_cast<std::size_t>(T * F));
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (std::int64_t f = 0; f < F; ++f) {
+        double dact = 0;
+        for (std::int64_t o = 0; o < h; ++o) dact += dy[t * h + o] * w(W2 + o * F + f);
+        const double p = pre[t * F + f];
+        const double dgelu = 0.5 * (1 + std::erf(p / std::sqrt(2.0))) +
+                             p * std::exp(-0.5 * p * p) / std::sqrt(2 * M_PI);
+        dpre[t * F + f] = r16(r16(dact) * dgelu);
+      }
+    }
+    for (std::int64_t o = 0; o < h; ++o) {
+      double b = 0;
+      for (std::int64_t t = 0; t < T; ++t) b += dy[t * h + o];
+      g[B2 + o] = r16(b);
+      for (std::int64_t f = 0; f < F; ++f) {
+        double acc = 0;
+        for (std::int64_t t = 0; t < T; ++t) acc += dy[t * h + o] * act[t * F + f];
+        g[W2 + o * F + f] = r16(acc);
+      }
+    }
+    for (std::int64_t f = 0; f < F; ++f) {
+      double b = 0;
+      for (std::int64_t t = 0; t < T; ++t) b += dpre[t * F + f];
+      g[B1 + f] = r16(b);
+      for (std::int64_t k = 0; k < h; ++k) {
+        double acc = 0;
+        for (std::int64_t t = 0; t < T; ++t) acc += dpre[t * F + f] * x[t * h + k];
+        g[W1 + f * h + k] = r16(acc);
+      }
+    }
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (std::int64_t k = 0; k < h; ++k) {
+        double acc = 0;
+        for (std::int64_t f = 0; f < F; ++f) acc += dpre[t * F + f] * w(W1 + f * h + k);
+        dy[t * h + k] = r16(dy[t * h + k] + r16(acc));
+      }
+    }
+  }
+  const auto ids = token_ids(T, V, c.seed);
+  std::vector<double> emb(static_cast<std::size_t>(V * h), 0.0);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t k = 0; k < h; ++k) emb[ids[t] * h + k] += dy[t * h + k];
+  for (std::size_t i = 0; i < emb.size(); ++i) g[i] = r16(emb[i]);
+  return g;
 }
 
 TEST(Step, FirstLossMatchesIndependentForward) {
@@ -261,6 +337,44 @@ TEST(Step, FirstAdamStepMovesEachElementByAboutLr) {
     }
   }
   EXPECT_GT(checked, h / 2);
+}
+
+// Adam's first step moves every element against the sign of its gradient: compare that sign
+// with an independent fp64 backward, tensor by tensor, on both shapes and both loops.
+TEST(Step, FirstStepFollowsIndependentGradients) {
+  for (RunConfig c : {tiny(), sliced()}) {
+    for (Loop loop : {Loop::copy_back, Loop::offload_param}) {
+      c.loop = loop;
+      c.steps = 1;
+      c.warmup = 0;
+      const ModelLayout L = ModelLayout::build(c.model);
+      std::vector<float> before(static_cast<std::size_t>(L.total)), after;
+      initial_parameters(L, c.seed, before.data());
+      run(c, Arm::unregistered, &after);
+      const Reference ref = reference_forward(c);
+      const std::vector<double> g = reference_grads(c, ref);
+      for (const auto& m : L.modules) {
+        for (const auto& t : m.tensors) {
+          double ss = 0;
+          for (std::int64_t i = t.offset; i < t.offset + t.count(); ++i) ss += g[i] * g[i];
+          const double rms = std::sqrt(ss / static_cast<double>(t.count()));
+          ASSERT_GT(rms, 0) << t.name;
+          std::int64_t checked = 0, wrong = 0;
+          for (std::int64_t i = t.offset; i < t.offset + t.count(); ++i) {
+            // Near-zero gradients may flip sign under the fp32-vs-fp64 accumulation.
+            if (std::abs(g[i]) < 0.1 * rms) continue;
+            ++checked;
+            const double d = static_cast<double>(after[i]) - before[i];
+            wrong += !(d * g[i] < 0);
+          }
+          const std::int64_t nonzero_rows_share =
+              (&t == &L.modules[0].tensors[0]) ? 10 : 2;  // the embedding has few live rows
+          EXPECT_GE(checked, t.count() / nonzero_rows_share / 2) << t.name;
+          EXPECT_LE(wrong, checked / 200) << t.name << ": " << wrong << " of " << checked;
+        }
+      }
+    }
+  }
 }
 
 TEST(Step, PlanAndTrafficMatchHandFormulas) {
