@@ -19,6 +19,10 @@ struct AdamHyper {
 //   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;  p -= lr*wd*p;
 //   p -= (lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // Split over the pool's threads; vectorised (AVX-512 / AVX2 / scalar chosen at run time).
+// The environment variable ZOB_ADAM_ISA=scalar|avx2|avx512 forces a path (UsageError if the
+// CPU lacks it or the name is unknown); it applies to cast_f32_to_bf16_host too. For one ISA
+// the results are bitwise independent of the pool's thread count; different ISAs agree within
+// a few ulp (fma vs separate multiply-add), not bit for bit.
 void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
                std::int64_t n, int step, const AdamHyper& hyper, ThreadPool& pool);
 

@@ -22,6 +22,7 @@ struct AdamBenchResult {
   double adam_gb_per_s = 0;        // at 28 B/param
   double probe_gb_per_s = 0;       // same-run bandwidth probe, same bytes counted the same way
   double ratio = 0;                // adam_gb_per_s / probe_gb_per_s
+  int repeats = 0;                 // timed repeats behind the medians (to_json key "repeats")
   nlohmann::json to_json() const;
   std::string to_text() const;     // the lines printed on stdout
 };

@@ -1,0 +1,73 @@
+// The CPU device: zob::Device on host memory, the kernels of cpu_kernels.hpp. Every operation
+// runs synchronously at enqueue time (a valid schedule: each queue is trivially ordered), so
+// events are host timestamps and queue_wait has nothing to wait for.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "zob/device.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob {
+
+class CpuDevice : public Device {
+ public:
+  // `threads` runs the kernels (and large copies); OpenBLAS keeps its own threads for sgemm.
+  explicit CpuDevice(int threads = available_cpus());
+  ~CpuDevice() override;
+
+  const DeviceInfo& info() const override { return info_; }
+
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* device) noexcept override;
+  std::size_t memory_in_use() const override;
+  std::size_t memory_peak() const override;
+
+  bool registration_applicable() const override { return false; }
+  Registration register_host(void* host, std::size_t bytes) override;
+  void unregister_host(void*) noexcept override {}
+  bool is_registered(const void*) const override { return false; }
+  void* allocate_host(std::size_t bytes) override;
+  void deallocate_host(void* host) noexcept override;
+
+  void copy_to_device(Queue q, void* device, const void* host, std::size_t bytes) override;
+  void copy_to_host(Queue q, void* host, const void* device, std::size_t bytes) override;
+  void fill_zero(Queue q, void* device, std::size_t bytes) override;
+
+  std::unique_ptr<DeviceEvent> create_event() override;
+  void record(DeviceEvent& event, Queue q) override;
+  void queue_wait(Queue, DeviceEvent&) override {}
+  void event_synchronize(DeviceEvent& event) override;
+  double elapsed_seconds(DeviceEvent& start, DeviceEvent& end) override;
+  void synchronize() override {}
+
+  void gemm(const GemmArgs& args) override;
+  void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
+                         std::int64_t tokens, std::int64_t hidden) override;
+  void embedding_backward(const EmbeddingGradIndex& index, const bf16* dout, bf16* dtable,
+                          std::int64_t hidden) override;
+  void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) override;
+  void bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows,
+                         std::int64_t cols) override;
+  void gelu_backward(const bf16* dact, const bf16* pre, bf16* dpre, std::int64_t n) override;
+  void column_sum(const bf16* x, bf16* out, std::int64_t rows, std::int64_t cols) override;
+  void residual_add(bf16* x, const bf16* y, std::int64_t n) override;
+  void fill(bf16* x, float value, std::int64_t n) override;
+  void sum(const bf16* x, std::int64_t n, float* result) override;
+  void cast_f32_to_bf16(const float* src, bf16* dst, std::int64_t n, Queue q) override;
+  void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n, Queue q) override;
+
+ private:
+  void copy(void* dst, const void* src, std::size_t bytes);
+
+  DeviceInfo info_;
+  std::unique_ptr<ThreadPool> pool_;
+  mutable std::mutex memory_mutex_;
+  std::unordered_map<void*, std::size_t> allocations_;  // pointer -> bytes, for deallocate
+  std::size_t in_use_ = 0;
+  std::size_t peak_ = 0;
+};
+
+}  // namespace zob

@@ -1,0 +1,208 @@
+// Host buffers for the offload state. Memory comes from mmap (page-aligned, and munmap really
+// returns it to the system, unlike free of a large malloc'ed block under some allocators);
+// locking is mlock; registration is the device's. Every step taken is recorded in the object
+// so that release() undoes exactly those, in the order unregister -> munlock -> munmap, both
+// in the destructor and when the constructor fails half-way.
+#include "zob/host_memory.hpp"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "zob/device.hpp"
+#include "zob/errors.hpp"
+
+namespace zob {
+namespace {
+
+std::atomic<std::uint64_t> g_locked{0}, g_registered{0}, g_peak_locked{0}, g_peak_registered{0};
+
+void add(std::atomic<std::uint64_t>& value, std::atomic<std::uint64_t>& peak, std::uint64_t n) {
+  const std::uint64_t now = value.fetch_add(n) + n;
+  std::uint64_t seen = peak.load();
+  while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+  }
+}
+
+std::string human(std::uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (std::uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", b / (1 << 30));
+  if (bytes >= (std::uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  if (bytes >= (std::uint64_t{1} << 10)) return fmt::format("{:.0f} KiB", b / (1 << 10));
+  return fmt::format("{} B", bytes);
+}
+
+std::string memlock_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) return "unknown";
+  if (limit.rlim_cur == RLIM_INFINITY) return "unlimited";
+  return human(limit.rlim_cur) + fmt::format(" = {} bytes", limit.rlim_cur);
+}
+
+// mlock/munlock through the raw system calls: the sanitizers' runtime intercepts the libc
+// functions and turns them into no-ops, which would make the asan build measure (and test)
+// something other than what it claims.
+int lock_range(void* p, std::size_t bytes) {
+  return static_cast<int>(syscall(SYS_mlock, p, bytes));
+}
+int unlock_range(void* p, std::size_t bytes) {
+  return static_cast<int>(syscall(SYS_munlock, p, bytes));
+}
+
+std::size_t page_size() {
+  static const std::size_t page = [] {
+    const long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<std::size_t>(p) : std::size_t{4096};
+  }();
+  return page;
+}
+
+}  // namespace
+
+const char* to_string(HostMemoryMode mode) {
+  switch (mode) {
+    case HostMemoryMode::pageable: return "pageable";
+    case HostMemoryMode::locked: return "locked";
+    case HostMemoryMode::registered: return "registered";
+    case HostMemoryMode::device_host: return "device_host";
+  }
+  return "?";
+}
+
+HostMemoryMode pinned_mode_for(Arm arm) {
+  switch (arm) {
+    case Arm::registered: return HostMemoryMode::registered;
+    case Arm::unregistered: return HostMemoryMode::locked;
+    case Arm::pageable: return HostMemoryMode::pageable;
+    case Arm::hostalloc: return HostMemoryMode::device_host;
+  }
+  return HostMemoryMode::pageable;
+}
+
+HostMemoryCounters host_memory_counters() {
+  return {g_locked.load(), g_registered.load(), g_peak_locked.load(), g_peak_registered.load()};
+}
+
+HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name)
+    : bytes_(bytes), mode_(mode), device_(device), name_(std::move(name)),
+      registration_method_("none") {
+  const std::size_t page = page_size();
+  if (bytes > SIZE_MAX - page) {
+    throw DeviceError(DeviceErrorKind::out_of_memory,
+                      fmt::format("{}: host buffer of {} bytes is too large", name_, bytes));
+  }
+  mapped_bytes_ = (std::max<std::size_t>(bytes, 1) + page - 1) / page * page;
+  if ((mode == HostMemoryMode::registered || mode == HostMemoryMode::device_host) &&
+      device == nullptr) {
+    throw UsageError(fmt::format("{}: host memory mode {} needs a device", name_, to_string(mode)));
+  }
+  if (mode == HostMemoryMode::device_host) {
+    data_ = device->allocate_host(mapped_bytes_);  // throws on failure; nothing to undo
+    return;
+  }
+
+  void* p = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    throw DeviceError(DeviceErrorKind::out_of_memory,
+                      fmt::format("{}: mmap of {} ({} bytes) failed: {}; free host memory or use "
+                                  "a smaller model", name_, human(mapped_bytes_), mapped_bytes_,
+                                  std::strerror(err)));
+  }
+  data_ = p;
+  if (mode == HostMemoryMode::pageable) return;
+
+  try {
+    if (lock_range(data_, mapped_bytes_) != 0) {
+      const int err = errno;
+      throw DeviceError(DeviceErrorKind::lock_refused,
+                        fmt::format("{}: mlock of {} ({} bytes) refused: {} (RLIMIT_MEMLOCK {}); "
+                                    "raise it with ulimit -l unlimited or run as a user with "
+                                    "CAP_IPC_LOCK", name_, human(mapped_bytes_), mapped_bytes_,
+                                    std::strerror(err), memlock_limit()));
+    }
+    locked_ = true;
+    add(g_locked, g_peak_locked, mapped_bytes_);
+
+    if (mode == HostMemoryMode::registered) {
+      if (!device->registration_applicable()) {
+        registration_method_ = "not-applicable";  // locked only, and reported so
+        return;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      Registration r = device->register_host(data_, mapped_bytes_);
+      register_seconds_ =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      registered_ = true;
+      add(g_registered, g_peak_registered, mapped_bytes_);
+      registration_method_ = std::move(r.method);
+    }
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+HostBuffer::~HostBuffer() { release(); }
+
+HostBuffer::HostBuffer(HostBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
+      mode_(other.mode_),
+      device_(std::exchange(other.device_, nullptr)),
+      locked_(std::exchange(other.locked_, false)),
+      registered_(std::exchange(other.registered_, false)),
+      name_(std::move(other.name_)),
+      registration_method_(std::move(other.registration_method_)),
+      register_seconds_(std::exchange(other.register_seconds_, 0.0)) {}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
+    mode_ = other.mode_;
+    device_ = std::exchange(other.device_, nullptr);
+    locked_ = std::exchange(other.locked_, false);
+    registered_ = std::exchange(other.registered_, false);
+    name_ = std::move(other.name_);
+    registration_method_ = std::move(other.registration_method_);
+    register_seconds_ = std::exchange(other.register_seconds_, 0.0);
+  }
+  return *this;
+}
+
+void HostBuffer::release() noexcept {
+  if (data_ == nullptr) return;
+  if (registered_) {
+    device_->unregister_host(data_);
+    g_registered.fetch_sub(mapped_bytes_);
+    registered_ = false;
+  }
+  if (locked_) {
+    unlock_range(data_, mapped_bytes_);  // cannot fail for a range we locked
+    g_locked.fetch_sub(mapped_bytes_);
+    locked_ = false;
+  }
+  if (mode_ == HostMemoryMode::device_host) {
+    device_->deallocate_host(data_);
+  } else {
+    munmap(data_, mapped_bytes_);
+  }
+  data_ = nullptr;
+}
+
+}  // namespace zob

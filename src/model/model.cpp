@@ -1,0 +1,168 @@
+// The synthetic model: flat parameter layout, deterministic initial values, token ids and a
+// thread-count-independent checksum. Every random value is a pure function of (seed, index),
+// so any split of the work over threads produces the same bits.
+#include "zob/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "zob/errors.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob {
+namespace {
+
+// splitmix64's finaliser: a bijective 64-bit mix with good avalanche.
+constexpr std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+// Distinct streams for the two uses of the seed, so token ids and weights are unrelated.
+constexpr std::uint64_t kParamStream = 0x5041524d53ull;   // "PARMS"
+constexpr std::uint64_t kTokenStream = 0x544f4b454e53ull; // "TOKENS"
+
+std::uint64_t counter_hash(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
+  return mix64(mix64(seed ^ stream) + (index + 1) * kGolden);
+}
+
+// Below this many elements a pool costs more than it saves.
+constexpr std::int64_t kParallelThreshold = std::int64_t{1} << 20;
+
+void check_shape(const ModelShape& s) {
+  if (s.vocab <= 0 || s.hidden <= 0 || s.layers < 0) {
+    throw UsageError("model shape must have vocab > 0, hidden > 0, layers >= 0 (got vocab " +
+                     std::to_string(s.vocab) + ", hidden " + std::to_string(s.hidden) +
+                     ", layers " + std::to_string(s.layers) + ")");
+  }
+}
+
+}  // namespace
+
+std::int64_t parameter_count(const ModelShape& s) {
+  const std::int64_t h = s.hidden;
+  return 2 * s.vocab * h + s.layers * (8 * h * h + 5 * h);
+}
+
+ModelLayout ModelLayout::build(const ModelShape& shape) {
+  check_shape(shape);
+  ModelLayout layout;
+  layout.shape = shape;
+  const std::int64_t V = shape.vocab, h = shape.hidden, F = 4 * h;
+  std::int64_t offset = 0;
+  auto add_module = [&](std::string name,
+                        std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> ts) {
+    ModuleSlice m;
+    m.name = std::move(name);
+    m.offset = offset;
+    for (auto& [tname, rows, cols] : ts) {
+      TensorSlice t;
+      t.name = m.name + "." + tname;
+      t.offset = offset;
+      t.rows = rows;
+      t.cols = cols;
+      offset += t.count();
+      m.tensors.push_back(std::move(t));
+    }
+    m.count = offset - m.offset;
+    layout.modules.push_back(std::move(m));
+  };
+  add_module("embedding", {{"weight", V, h}});
+  for (std::int64_t i = 0; i < shape.layers; ++i) {
+    add_module("layer" + std::to_string(i), {{"fc1.weight", F, h},
+                                             {"fc1.bias", 1, F},
+                                             {"fc2.weight", h, F},
+                                             {"fc2.bias", 1, h}});
+  }
+  add_module("head", {{"weight", V, h}});
+  layout.total = offset;
+  return layout;
+}
+
+void initial_parameters(const ModelLayout& layout, std::uint64_t seed, float* out) {
+  const std::int64_t h = layout.shape.hidden;
+  std::unique_ptr<ThreadPool> pool;
+  if (layout.total >= kParallelThreshold) pool = std::make_unique<ThreadPool>(available_cpus());
+  for (const auto& module : layout.modules) {
+    for (const auto& t : module.tensors) {
+      // fan_in of a weight [out, in] is `in`; a bias takes the fan_in of its layer's weight
+      // (PyTorch's Linear init); the embedding and head tables have rows of length h.
+      std::int64_t fan_in = t.cols;
+      if (t.rows == 1) fan_in = (t.name.ends_with("fc2.bias")) ? 4 * h : h;
+      const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+      auto fill = [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+          const std::uint64_t g = static_cast<std::uint64_t>(t.offset + i);
+          const double u = static_cast<double>(counter_hash(seed, kParamStream, g) >> 40) *
+                           (1.0 / 16777216.0);  // [0, 1), 24 bits
+          out[t.offset + i] = static_cast<float>(bound * (2.0 * u - 1.0));
+        }
+      };
+      if (pool && t.count() >= kParallelThreshold) {
+        pool->parallel_for(t.count(), fill);
+      } else {
+        fill(0, t.count());
+      }
+    }
+  }
+}
+
+std::vector<std::int32_t> token_ids(std::int64_t tokens, std::int64_t vocab, std::uint64_t seed) {
+  if (tokens < 0 || vocab <= 0 || vocab > INT32_MAX) {
+    throw UsageError("token_ids: need tokens >= 0 and 0 < vocab <= 2^31-1 (got tokens " +
+                     std::to_string(tokens) + ", vocab " + std::to_string(vocab) + ")");
+  }
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    ids[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(
+        counter_hash(seed, kTokenStream, static_cast<std::uint64_t>(t)) %
+        static_cast<std::uint64_t>(vocab));
+  }
+  return ids;
+}
+
+std::string checksum_hex(const float* data, std::int64_t n) {
+  // Fixed-size blocks hashed independently (in parallel for big arrays), then combined in
+  // block order: the result depends on the data only, never on the thread count.
+  constexpr std::int64_t kBlock = std::int64_t{1} << 16;
+  const std::int64_t blocks = n <= 0 ? 0 : (n + kBlock - 1) / kBlock;
+  std::vector<std::uint64_t> block_hash(static_cast<std::size_t>(blocks));
+  auto hash_blocks = [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t begin = b * kBlock;
+      const std::int64_t end = std::min(n, begin + kBlock);
+      std::uint64_t acc = 0x27d4eb2f165667c5ull ^ static_cast<std::uint64_t>(end - begin);
+      for (std::int64_t i = begin; i < end; ++i) {
+        std::uint32_t bits;
+        std::memcpy(&bits, data + i, sizeof bits);
+        acc = (acc ^ bits) * 0x100000001b3ull;  // FNV-1a step on 32-bit words
+        acc ^= acc >> 29;
+      }
+      block_hash[static_cast<std::size_t>(b)] = mix64(acc);
+    }
+  };
+  if (n >= kParallelThreshold) {
+    ThreadPool pool(available_cpus());
+    pool.parallel_for(blocks, hash_blocks, 1);
+  } else {
+    hash_blocks(0, blocks);
+  }
+  std::uint64_t total = mix64(static_cast<std::uint64_t>(n) ^ 0xc2b2ae3d27d4eb4full);
+  for (std::uint64_t bh : block_hash) total = mix64(total * kGolden + bh);
+  static const char* digits = "0123456789abcdef";
+  std::string hex(16, '0');
+  for (int i = 15; i >= 0; --i) {
+    hex[static_cast<std::size_t>(i)] = digits[total & 0xf];
+    total >>= 4;
+  }
+  return hex;
+}
+
+}  // namespace zob

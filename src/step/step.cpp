@@ -1,0 +1,614 @@
+// One arm: ZeRO-3 CPU-offload training steps (REFERENCE.md §3) on the Device interface.
+//
+// Queues: compute runs the model and the device casts of the copy-back; d2h casts each
+// module's bf16 gradients to fp32 and copies them to the pinned host partition while backward
+// goes on; h2d carries the copy-back pieces and (offload_param) the parameter fetches. Work
+// crosses queues only through events, so a synchronous device (the CPU one) and an
+// asynchronous one run the same program.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "step/step_internal.hpp"
+#include "zob/adam.hpp"
+#include "zob/errors.hpp"
+#include "zob/host_memory.hpp"
+#include "zob/model.hpp"
+#include "zob/step.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Device memory owned RAII-style; a zero-byte request owns nothing.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device& dev, std::uint64_t bytes) : dev_(&dev) {
+    if (bytes > 0) ptr_ = dev.allocate(static_cast<std::size_t>(bytes));
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) dev_->deallocate(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : dev_(o.dev_), ptr_(std::exchange(o.ptr_, nullptr)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      if (ptr_ != nullptr) dev_->deallocate(ptr_);
+      dev_ = o.dev_;
+      ptr_ = std::exchange(o.ptr_, nullptr);
+    }
+    return *this;
+  }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  Device* dev_ = nullptr;
+  void* ptr_ = nullptr;
+};
+
+using Events = std::vector<std::unique_ptr<DeviceEvent>>;
+Events make_events(Device& dev, std::size_t n) {
+  Events e;
+  e.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) e.push_back(dev.create_event());
+  return e;
+}
+
+struct SubGroup {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t first_piece = 0;  // index of its first copy-back piece
+};
+
+class ArmRunner {
+ public:
+  ArmRunner(const RunConfig& config, Arm arm, Device& dev)
+      : cfg_(config), arm_(arm), dev_(dev), layout_(ModelLayout::build(config.model)) {}
+
+  // Every queue must be idle before device or host memory goes away (registered memory
+  // above all): a throw in the middle of a step leaves work in flight.
+  ~ArmRunner() {
+    try {
+      dev_.synchronize();
+    } catch (...) {  // the error that brought us here is the one worth reporting
+    }
+  }
+  ArmRunner(const ArmRunner&) = delete;
+  ArmRunner& operator=(const ArmRunner&) = delete;
+
+  void setup();
+  StepSample run_step(int t);  // t: Adam step number, from 1
+  const float* master() const { return master_.as<float>(); }
+  std::int64_t total() const { return layout_.total; }
+  int threads() const { return pool_->size(); }
+  double register_seconds() const {
+    return master_.register_seconds() + grads_.register_seconds() + pbf16_.register_seconds();
+  }
+  const HostBuffer& master_buffer() const { return master_; }
+
+ private:
+  bool offload() const { return cfg_.loop == Loop::offload_param; }
+  std::int64_t modules() const { return static_cast<std::int64_t>(layout_.modules.size()); }
+  const bf16* weights(std::int64_t module) const;
+  void issue_fetch(std::int64_t module, StepSample& s);
+  void forward_module(std::int64_t j, const bf16* w);
+  void backward_module(std::int64_t j, const bf16* w, bf16* g, float* g32);
+  void offload_grads(std::int64_t j, bf16* g, float* g32);
+  void copy_back(const SubGroup& sg);
+  bf16* x(std::int64_t i) const { return xs_.as<bf16>() + i * T_ * h_; }
+  bf16* pre(std::int64_t i) const { return pre_.as<bf16>() + i * T_ * F_; }
+  bf16* act(std::int64_t i) const { return act_.as<bf16>() + i * T_ * F_; }
+
+  const RunConfig& cfg_;
+  Arm arm_;
+  Device& dev_;
+  ModelLayout layout_;
+  std::int64_t T_ = 0, h_ = 0, F_ = 0, V_ = 0, n_ = 0, biggest_ = 0;
+  std::vector<SubGroup> sub_groups_;
+  std::int64_t pieces_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+
+  HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
+
+  DeviceBuffer params_, copy_temp_, xs_, pre_, act_, logits_, dy_, dtmp_, dact_, dpre_;
+  DeviceBuffer ids_, uniq_, offsets_, positions_, loss_;
+  DeviceBuffer param_slot_[2], grad_slot_[2], grad_f32_[2];
+  EmbeddingGradIndex index_;
+
+  // Events, created once and re-recorded every step (each step ends with all queues idle).
+  std::unique_ptr<DeviceEvent> origin_;
+  Events task_start_, task_end_;  // compute: forward module j at j, backward at M + j
+  Events grad_ready_, d2h_start_, d2h_end_;  // per module
+  Events fetch_start_, fetch_end_;           // per fetch of a step
+  Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;  // per copy-back piece
+
+  // Per-step schedule state.
+  DeviceEvent* slot_released_[2] = {nullptr, nullptr};  // param slot: last compute that read it
+  DeviceEvent* grad_slot_free_[2] = {nullptr, nullptr}; // grad slot: last D2H that read it
+  std::vector<std::int64_t> fetch_of_module_;           // fetch index holding module j
+  std::int64_t fetches_ = 0;
+  std::int64_t grad_slots_used_ = 0;
+  double fetch_host_s_ = 0;
+  float loss_host_ = 0;
+};
+
+void ArmRunner::setup() {
+  const RunConfig& c = cfg_;
+  if (c.batch <= 0 || c.seq <= 0 || c.chunk_elems <= 0 || c.sub_group_size <= 0 ||
+      c.steps < 0 || c.warmup < 0) {
+    throw UsageError("run_arm: batch, seq, chunk_elems and sub_group_size must be > 0 and "
+                     "steps, warmup >= 0");
+  }
+  T_ = c.tokens();
+  h_ = c.model.hidden;
+  F_ = 4 * h_;
+  V_ = c.model.vocab;
+  n_ = c.model.layers;
+  biggest_ = step_detail::largest_module(layout_);
+  const std::int64_t P = layout_.total;
+  for (std::int64_t b = 0; b < P; b += c.sub_group_size) {
+    SubGroup sg{b, std::min(P, b + c.sub_group_size), pieces_};
+    pieces_ += (sg.end - sg.begin + c.chunk_elems - 1) / c.chunk_elems;
+    sub_groups_.push_back(sg);
+  }
+  pool_ = std::make_unique<ThreadPool>(c.threads > 0 ? c.threads : available_cpus());
+
+  // ---- host state ----
+  const HostMemoryMode pinned = pinned_mode_for(arm_);
+  const auto P4 = static_cast<std::size_t>(P) * 4;
+  master_ = HostBuffer(P4, pinned, &dev_, "fp32 master");
+  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients");
+  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg");
+  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq");
+  if (offload()) pbf16_ = HostBuffer(static_cast<std::size_t>(P) * 2, pinned, &dev_,
+                                     "bf16 parameters");
+  initial_parameters(layout_, c.seed, master_.as<float>());
+  // Zero in parallel: it also faults the pages in, so step 1 does not pay for that.
+  for (HostBuffer* b : {&grads_, &exp_avg_, &exp_avg_sq_}) {
+    char* p = b->as<char>();
+    pool_->parallel_for(static_cast<std::int64_t>(P4), [p](std::int64_t lo, std::int64_t hi) {
+      std::memset(p + lo, 0, static_cast<std::size_t>(hi - lo));
+    }, 4096);
+  }
+
+  // ---- device state ----
+  const step_detail::DeviceSizes ds = step_detail::device_sizes(c, layout_);
+  params_ = DeviceBuffer(dev_, ds.params);
+  copy_temp_ = DeviceBuffer(dev_, ds.copy_temp);
+  for (int k = 0; k < 2; ++k) {
+    param_slot_[k] = DeviceBuffer(dev_, ds.param_slot);
+    grad_slot_[k] = DeviceBuffer(dev_, ds.grad_slot_bf16);
+    grad_f32_[k] = DeviceBuffer(dev_, ds.grad_slot_f32);
+  }
+  xs_ = DeviceBuffer(dev_, ds.hidden);
+  pre_ = DeviceBuffer(dev_, ds.pre);
+  act_ = DeviceBuffer(dev_, ds.act);
+  logits_ = DeviceBuffer(dev_, ds.logits);
+  dy_ = DeviceBuffer(dev_, ds.grad_hidden);
+  dtmp_ = DeviceBuffer(dev_, ds.grad_hidden);
+  dact_ = DeviceBuffer(dev_, ds.grad_ffn);
+  dpre_ = DeviceBuffer(dev_, ds.grad_ffn);
+  loss_ = DeviceBuffer(dev_, ds.loss);
+
+  // Token ids and the deterministic embedding-gradient index (distinct ids ascending, each
+  // with its positions ascending), built once on the host.
+  const std::vector<std::int32_t> ids = token_ids(T_, V_, c.seed);
+  std::vector<std::int32_t> order(ids.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int32_t a, std::int32_t b) { return ids[a] < ids[b]; });
+  std::vector<std::int32_t> uniq, offsets;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || ids[order[i]] != ids[order[i - 1]]) {
+      uniq.push_back(ids[order[i]]);
+      offsets.push_back(static_cast<std::int32_t>(i));
+    }
+  }
+  offsets.push_back(static_cast<std::int32_t>(order.size()));
+  ids_ = DeviceBuffer(dev_, 4 * ids.size());
+  uniq_ = DeviceBuffer(dev_, 4 * uniq.size());
+  offsets_ = DeviceBuffer(dev_, 4 * offsets.size());
+  positions_ = DeviceBuffer(dev_, 4 * order.size());
+  dev_.copy_to_device(Queue::h2d, ids_.as<void>(), ids.data(), 4 * ids.size());
+  dev_.copy_to_device(Queue::h2d, uniq_.as<void>(), uniq.data(), 4 * uniq.size());
+  dev_.copy_to_device(Queue::h2d, offsets_.as<void>(), offsets.data(), 4 * offsets.size());
+  dev_.copy_to_device(Queue::h2d, positions_.as<void>(), order.data(), 4 * order.size());
+  dev_.synchronize();  // the host vectors die at the end of this scope
+  index_ = EmbeddingGradIndex{uniq_.as<std::int32_t>(), offsets_.as<std::int32_t>(),
+                              positions_.as<std::int32_t>(),
+                              static_cast<std::int64_t>(uniq.size())};
+
+  // ---- events ----
+  const auto M = static_cast<std::size_t>(modules());
+  origin_ = dev_.create_event();
+  task_start_ = make_events(dev_, 2 * M);
+  task_end_ = make_events(dev_, 2 * M);
+  grad_ready_ = make_events(dev_, M);
+  d2h_start_ = make_events(dev_, M);
+  d2h_end_ = make_events(dev_, M);
+  fetch_of_module_.assign(M, -1);
+  if (offload()) {
+    fetch_start_ = make_events(dev_, 2 * M - 1);
+    fetch_end_ = make_events(dev_, 2 * M - 1);
+  } else {
+    const auto np = static_cast<std::size_t>(pieces_);
+    cb_copy_start_ = make_events(dev_, np);
+    cb_copy_end_ = make_events(dev_, np);
+    cb_cast_start_ = make_events(dev_, np);
+    cb_cast_end_ = make_events(dev_, np);
+  }
+
+  // ---- initial device parameters: the same path a step takes after Adam ----
+  if (offload()) {
+    cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), P, *pool_);
+  } else {
+    for (const SubGroup& sg : sub_groups_) copy_back(sg);
+  }
+  dev_.synchronize();
+}
+
+const bf16* ArmRunner::weights(std::int64_t module) const {
+  if (!offload()) return params_.as<bf16>() + layout_.modules[static_cast<std::size_t>(module)].offset;
+  const std::int64_t f = fetch_of_module_[static_cast<std::size_t>(module)];
+  return param_slot_[f % 2].as<bf16>();
+}
+
+// Fetch a module's bf16 parameters into the next slot of the ring. The slot is overwritten
+// only after the compute that last read it has finished.
+void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
+  const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(module)];
+  const auto t0 = Clock::now();
+  const std::int64_t f = fetches_++;
+  const int slot = static_cast<int>(f % 2);
+  if (slot_released_[slot] != nullptr) dev_.queue_wait(Queue::h2d, *slot_released_[slot]);
+  dev_.record(*fetch_start_[static_cast<std::size_t>(f)], Queue::h2d);
+  dev_.copy_to_device(Queue::h2d, param_slot_[slot].as<void>(),
+                      pbf16_.as<bf16>() + m.offset, static_cast<std::size_t>(m.count) * 2);
+  dev_.record(*fetch_end_[static_cast<std::size_t>(f)], Queue::h2d);
+  fetch_of_module_[static_cast<std::size_t>(module)] = f;
+  fetch_host_s_ += since(t0);
+  s.spans.push_back({"h2d", "fetch:" + m.name, 0, 0});  // times filled in after the step
+}
+
+void ArmRunner::forward_module(std::int64_t j, const bf16* w) {
+  if (j == 0) {
+    dev_.embedding_forward(ids_.as<std::int32_t>(), w, x(0), T_, h_);
+  } else if (j == modules() - 1) {
+    dev_.gemm({false, true, T_, V_, h_, x(n_), h_, w, h_, logits_.as<bf16>(), V_});
+    dev_.sum(logits_.as<bf16>(), T_ * V_, loss_.as<float>());
+  } else {
+    const std::int64_t i = j - 1;
+    const bf16* w1 = w;
+    const bf16* b1 = w1 + F_ * h_;
+    const bf16* w2 = b1 + F_;
+    const bf16* b2 = w2 + h_ * F_;
+    dev_.gemm({false, true, T_, F_, h_, x(i), h_, w1, h_, pre(i), F_});
+    dev_.bias_gelu_forward(pre(i), b1, act(i), T_, F_);
+    // x_{i+1} = x_i + fc2(act): fc2 lands in x_{i+1}, then the residual is added in place
+    // (bf16(a + b) is symmetric, so this equals x_i += fc2 out).
+    dev_.gemm({false, true, T_, h_, F_, act(i), F_, w2, F_, x(i + 1), h_});
+    dev_.bias_add(x(i + 1), b2, T_, h_);
+    dev_.residual_add(x(i + 1), x(i), T_ * h_);
+  }
+}
+
+// Gradients of module j into g (laid out like the module's slice of the flat array); dy_
+// holds the gradient of the module's output on entry and of its input on exit.
+void ArmRunner::backward_module(std::int64_t j, const bf16* w, bf16* g, float* g32) {
+  bf16* dy = dy_.as<bf16>();
+  if (j == modules() - 1) {
+    bf16* dlogits = logits_.as<bf16>();  // the logits are dead once the loss is summed
+    dev_.fill(dlogits, 1.0f, T_ * V_);   // d(sum)/d(logit) = 1
+    dev_.gemm({true, false, V_, h_, T_, dlogits, V_, x(n_), h_, g, h_});
+    offload_grads(j, g, g32);
+    dev_.gemm({false, false, T_, h_, V_, dlogits, V_, w, h_, dy, h_});
+  } else if (j == 0) {
+    dev_.fill_zero(Queue::compute, g, static_cast<std::size_t>(V_ * h_) * 2);
+    dev_.embedding_backward(index_, dy, g, h_);
+    offload_grads(j, g, g32);
+  } else {
+    const std::int64_t i = j - 1;
+    const bf16* w1 = w;
+    const bf16* w2 = w1 + F_ * h_ + F_;
+    bf16* gw1 = g;
+    bf16* gb1 = gw1 + F_ * h_;
+    bf16* gw2 = gb1 + F_;
+    bf16* gb2 = gw2 + h_ * F_;
+    bf16* dact = dact_.as<bf16>();
+    bf16* dpre = dpre_.as<bf16>();
+    dev_.gemm({false, false, T_, F_, h_, dy, h_, w2, F_, dact, F_});
+    dev_.gemm({true, false, h_, F_, T_, dy, h_, act(i), F_, gw2, F_});
+    dev_.column_sum(dy, gb2, T_, h_);
+    dev_.gelu_backward(dact, pre(i), dpre, T_ * F_);
+    dev_.gemm({true, false, F_, h_, T_, dpre, F_, x(i), h_, gw1, h_});
+    dev_.column_sum(dpre, gb1, T_, F_);
+    offload_grads(j, g, g32);
+    dev_.gemm({false, false, T_, h_, F_, dpre, F_, w1, h_, dtmp_.as<bf16>(), h_});
+    dev_.residual_add(dy, dtmp_.as<bf16>(), T_ * h_);
+  }
+}
+
+// Module j's weight gradients are complete: cast and copy them out on the d2h queue while
+// compute carries on with the rest of backward.
+void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
+  const auto ju = static_cast<std::size_t>(j);
+  const ModuleSlice& m = layout_.modules[ju];
+  dev_.record(*grad_ready_[ju], Queue::compute);
+  dev_.queue_wait(Queue::d2h, *grad_ready_[ju]);
+  dev_.record(*d2h_start_[ju], Queue::d2h);
+  dev_.cast_bf16_to_f32(g, g32, m.count, Queue::d2h);
+  dev_.copy_to_host(Queue::d2h, grads_.as<float>() + m.offset, g32,
+                    static_cast<std::size_t>(m.count) * 4);
+  dev_.record(*d2h_end_[ju], Queue::d2h);
+}
+
+// Pieces of chunk_elems through the one fp32 temporary: the next piece's copy waits for the
+// previous piece's cast; the host waits once, at the end of the sub-group.
+void ArmRunner::copy_back(const SubGroup& sg) {
+  DeviceEvent* last_cast = nullptr;
+  std::int64_t piece = sg.first_piece;
+  for (std::int64_t off = sg.begin; off < sg.end; off += cfg_.chunk_elems, ++piece) {
+    const std::int64_t len = std::min(cfg_.chunk_elems, sg.end - off);
+    const auto p = static_cast<std::size_t>(piece);
+    if (last_cast != nullptr) dev_.queue_wait(Queue::h2d, *last_cast);
+    dev_.record(*cb_copy_start_[p], Queue::h2d);
+    dev_.copy_to_device(Queue::h2d, copy_temp_.as<void>(), master_.as<float>() + off,
+                        static_cast<std::size_t>(len) * 4);
+    dev_.record(*cb_copy_end_[p], Queue::h2d);
+    dev_.queue_wait(Queue::compute, *cb_copy_end_[p]);
+    dev_.record(*cb_cast_start_[p], Queue::compute);
+    dev_.cast_f32_to_bf16(copy_temp_.as<float>(), params_.as<bf16>() + off, len, Queue::compute);
+    dev_.record(*cb_cast_end_[p], Queue::compute);
+    last_cast = cb_cast_end_[p].get();
+  }
+  if (last_cast != nullptr) dev_.event_synchronize(*last_cast);
+}
+
+StepSample ArmRunner::run_step(int t) {
+  StepSample s;
+  const std::int64_t M = modules();
+  const std::int64_t P = layout_.total;
+  const auto Pu = static_cast<std::uint64_t>(P);
+  slot_released_[0] = slot_released_[1] = nullptr;
+  grad_slot_free_[0] = grad_slot_free_[1] = nullptr;
+  fetches_ = 0;
+  grad_slots_used_ = 0;
+  fetch_host_s_ = 0;
+  const auto t0 = Clock::now();
+  dev_.record(*origin_, Queue::compute);
+
+  // ---- forward ----
+  auto tf = Clock::now();
+  if (offload()) issue_fetch(0, s);
+  for (std::int64_t j = 0; j < M; ++j) {
+    if (offload()) {
+      if (j + 1 < M) issue_fetch(j + 1, s);
+      dev_.queue_wait(Queue::compute,
+                      *fetch_end_[static_cast<std::size_t>(fetch_of_module_[static_cast<std::size_t>(j)])]);
+    }
+    dev_.record(*task_start_[static_cast<std::size_t>(j)], Queue::compute);
+    forward_module(j, weights(j));
+    dev_.record(*task_end_[static_cast<std::size_t>(j)], Queue::compute);
+    if (offload()) {
+      slot_released_[fetch_of_module_[static_cast<std::size_t>(j)] % 2] =
+          task_end_[static_cast<std::size_t>(j)].get();
+    }
+  }
+  const double forward_host = since(tf);
+
+  // ---- backward, gradients streamed out per module ----
+  auto tb = Clock::now();
+  for (std::int64_t j = M - 1; j >= 0; --j) {
+    const auto task = static_cast<std::size_t>(M + j);
+    if (offload()) {
+      // The head is still resident from forward; every other module is fetched again.
+      if (j - 1 >= 0) issue_fetch(j - 1, s);
+      if (j != M - 1) {
+        dev_.queue_wait(Queue::compute,
+                        *fetch_end_[static_cast<std::size_t>(fetch_of_module_[static_cast<std::size_t>(j)])]);
+      }
+    }
+    const int gslot = static_cast<int>(grad_slots_used_++ % 2);
+    if (grad_slot_free_[gslot] != nullptr) dev_.queue_wait(Queue::compute, *grad_slot_free_[gslot]);
+    dev_.record(*task_start_[task], Queue::compute);
+    backward_module(j, weights(j), grad_slot_[gslot].as<bf16>(), grad_f32_[gslot].as<float>());
+    dev_.record(*task_end_[task], Queue::compute);
+    grad_slot_free_[gslot] = d2h_end_[static_cast<std::size_t>(j)].get();
+    if (offload()) {
+      slot_released_[fetch_of_module_[static_cast<std::size_t>(j)] % 2] = task_end_[task].get();
+    }
+  }
+  const double backward_host = since(tb);
+
+  // ---- wait for the gradients (and read the loss, long computed by now) ----
+  auto tw = Clock::now();
+  dev_.copy_to_host(Queue::compute, &loss_host_, loss_.as<void>(), sizeof(float));
+  dev_.synchronize();  // Adam must see every module's gradients
+  const double grad_wait = since(tw);
+
+  // ---- optimizer: per sub-group CPU Adam, then the parameters go back to the device ----
+  AdamHyper hyper;
+  double adam_s = 0, cb_s = 0, cast_s = 0;
+  for (std::size_t gi = 0; gi < sub_groups_.size(); ++gi) {
+    const SubGroup& sg = sub_groups_[gi];
+    const std::int64_t len = sg.end - sg.begin;
+    auto ta = Clock::now();
+    adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
+              exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, len,
+              t, hyper, *pool_);
+    const double a = since(ta);
+    adam_s += a;
+    s.spans.push_back({"cpu_adam", "adam[" + std::to_string(gi) + "]",
+                       std::chrono::duration<double>(ta - t0).count(), a});
+    auto tc = Clock::now();
+    if (offload()) {
+      cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, len,
+                            *pool_);
+      const double c = since(tc);
+      cast_s += c;
+      s.spans.push_back({"cpu_adam", "host_cast[" + std::to_string(gi) + "]",
+                         std::chrono::duration<double>(tc - t0).count(), c});
+    } else {
+      copy_back(sg);
+      cb_s += since(tc);
+    }
+  }
+  dev_.synchronize();
+  s.wall_s = since(t0);
+  s.loss = loss_host_;
+
+  // ---- device times and the timeline, now that every event has completed ----
+  auto rel = [&](DeviceEvent& e) { return dev_.elapsed_seconds(*origin_, e); };
+  auto dur = [&](DeviceEvent& a, DeviceEvent& b) { return dev_.elapsed_seconds(a, b); };
+  auto& fwd = s.phases["forward"];
+  fwd.device_s = dur(*task_start_[0], *task_end_[static_cast<std::size_t>(M - 1)]);
+  fwd.host_s = forward_host;
+  fwd.params = P;
+  auto& bwd = s.phases["backward"];
+  bwd.device_s = dur(*task_start_[static_cast<std::size_t>(2 * M - 1)],
+                     *task_end_[static_cast<std::size_t>(M)]);
+  bwd.host_s = backward_host;
+  bwd.params = P;
+  auto& go = s.phases["grad_offload"];
+  go.device_s = 0;
+  go.host_s = grad_wait;
+  go.bytes = 4 * Pu;
+  go.params = P;
+  for (std::int64_t j = 0; j < M; ++j) {
+    const auto ju = static_cast<std::size_t>(j);
+    const std::string& name = layout_.modules[ju].name;
+    const double d = dur(*d2h_start_[ju], *d2h_end_[ju]);
+    go.device_s += d;
+    s.spans.push_back({"d2h", "grad:" + name, rel(*d2h_start_[ju]), d});
+    s.spans.push_back({"compute", name + ".fwd", rel(*task_start_[ju]),
+                       dur(*task_start_[ju], *task_end_[ju])});
+    s.spans.push_back({"compute", name + ".bwd", rel(*task_start_[ju + static_cast<std::size_t>(M)]),
+                       dur(*task_start_[ju + static_cast<std::size_t>(M)],
+                           *task_end_[ju + static_cast<std::size_t>(M)])});
+  }
+  auto& ad = s.phases["adam"];
+  ad.host_s = adam_s;
+  ad.bytes = 28 * Pu;
+  ad.params = P;
+  if (offload()) {
+    auto& pf = s.phases["param_fetch"];
+    pf.device_s = 0;
+    pf.host_s = fetch_host_s_;
+    pf.params = step_detail::fetched_elements(layout_);
+    pf.bytes = 2 * static_cast<std::uint64_t>(pf.params);
+    std::size_t f = 0;
+    for (TraceSpan& span : s.spans) {
+      if (span.track != "h2d") continue;
+      const double d = dur(*fetch_start_[f], *fetch_end_[f]);
+      span.start_s = rel(*fetch_start_[f]);
+      span.duration_s = d;
+      pf.device_s += d;
+      ++f;
+    }
+    auto& hc = s.phases["host_cast"];
+    hc.host_s = cast_s;
+    hc.bytes = 6 * Pu;  // reads fp32, writes bf16
+    hc.params = P;
+  } else {
+    auto& cb = s.phases["copy_back"];
+    cb.device_s = 0;
+    cb.host_s = cb_s;
+    cb.bytes = 4 * Pu;
+    cb.params = P;
+    for (std::int64_t p = 0; p < pieces_; ++p) {
+      const auto pu = static_cast<std::size_t>(p);
+      cb.device_s += dur(*cb_copy_start_[pu], *cb_cast_end_[pu]);
+      const std::string tag = "[" + std::to_string(p) + "]";
+      s.spans.push_back({"h2d", "copy_back" + tag, rel(*cb_copy_start_[pu]),
+                         dur(*cb_copy_start_[pu], *cb_copy_end_[pu])});
+      s.spans.push_back({"compute", "cast" + tag, rel(*cb_cast_start_[pu]),
+                         dur(*cb_cast_start_[pu], *cb_cast_end_[pu])});
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+namespace step_detail {
+
+ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
+                          std::vector<float>* final_master) {
+  const auto t_setup = Clock::now();
+  const HostMemoryCounters before = host_memory_counters();
+  ArmRunner runner(config, arm, device);
+  runner.setup();
+  const HostMemoryCounters after = host_memory_counters();
+
+  ArmResult r;
+  r.arm = arm;
+  r.device = device.info().backend;
+  r.device_info = device.info();
+  r.model = "synthetic-h" + std::to_string(config.model.hidden) + "-l" +
+            std::to_string(config.model.layers);
+  r.params = runner.total();
+  r.params_b = static_cast<double>(static_cast<std::int64_t>(
+                   static_cast<double>(r.params) / 1e6 + 0.5)) / 1e3;
+  r.batch = config.batch;
+  r.seq = config.seq;
+  r.tokens_per_step = config.tokens();
+  r.steps = config.steps;
+  r.warmup = config.warmup;
+  r.loop = to_string(config.loop);
+  r.adam_threads = runner.threads();
+  // The arm's own buffers are all allocated by now, so the growth of the current counters is
+  // this arm's peak even when an earlier arm in the same process raised the global peaks.
+  r.locked_bytes = after.locked_bytes - before.locked_bytes;
+  r.registered_bytes = after.registered_bytes - before.registered_bytes;
+  r.register_s = runner.register_seconds();
+  if (pinned_mode_for(arm) == HostMemoryMode::registered) {
+    const std::string& method = runner.master_buffer().registration_method();
+    r.registration = method.empty() ? "not-applicable" : method;
+    r.registration_verified = device.registration_applicable() &&
+                              device.is_registered(runner.master_buffer().data());
+  } else {
+    r.registration = "none";
+  }
+  r.setup_s = since(t_setup);
+
+  const int total_steps = config.warmup + config.steps;
+  double sum = 0, best = 0;
+  for (int i = 0; i < total_steps; ++i) {
+    StepSample s = runner.run_step(i + 1);
+    const bool timed = i >= config.warmup;
+    std::fprintf(stderr, "[%s] step %d/%d (%s): %.4f s  loss %.3e\n", to_string(arm), i + 1,
+                 total_steps, timed ? "timed" : "warmup", s.wall_s, static_cast<double>(s.loss));
+    if (timed) {
+      sum += s.wall_s;
+      best = (i == config.warmup) ? s.wall_s : std::min(best, s.wall_s);
+    }
+    r.samples.push_back(std::move(s));
+  }
+  if (config.steps > 0) {
+    r.step_avg_s = sum / config.steps;
+    r.step_min_s = best;
+  }
+  r.gpu_peak_gb = static_cast<double>(device.memory_peak()) / 1e9;
+  r.param_checksum = checksum_hex(runner.master(), runner.total());
+  if (final_master != nullptr) final_master->assign(runner.master(), runner.master() + runner.total());
+  r.ok = true;
+  return r;
+}
+
+}  // namespace step_detail
+
+ArmResult run_arm(const RunConfig& config, Arm arm, Device& device) {
+  return step_detail::run_arm_capture(config, arm, device, nullptr);
+}
+
+}  // namespace zob

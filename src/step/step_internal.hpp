@@ -1,0 +1,44 @@
+// Internal to src/step: the device buffer sizes of one arm, shared by run_arm (which
+// allocates them) and plan_memory (which reports them), so the two cannot drift apart.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "zob/config.hpp"
+#include "zob/model.hpp"
+#include "zob/result.hpp"
+
+namespace zob::step_detail {
+
+struct DeviceSizes {
+  std::uint64_t params = 0;       // copy_back: the whole flat bf16 array, resident
+  std::uint64_t param_slot = 0;   // offload_param: one of the two fetch slots (largest module, bf16)
+  std::uint64_t grad_slot_bf16 = 0;  // one of the two gradient slots (largest module, bf16)
+  std::uint64_t grad_slot_f32 = 0;   // its fp32 staging area for the D2H copy
+  std::uint64_t copy_temp = 0;    // copy_back: the one fp32 temporary of chunk_elems
+  std::uint64_t hidden = 0;       // x_0 .. x_n, each [T,h] bf16
+  std::uint64_t pre = 0;          // per layer [T,4h] bf16
+  std::uint64_t act = 0;          // per layer [T,4h] bf16
+  std::uint64_t logits = 0;       // [T,V] bf16, reused as dlogits
+  std::uint64_t grad_hidden = 0;  // dY and the dX temporary, each [T,h] bf16
+  std::uint64_t grad_ffn = 0;     // dact and dpre, each [T,4h] bf16
+  std::uint64_t tokens = 0;       // ids + embedding-grad index (upper bound: T distinct ids)
+  std::uint64_t loss = 0;         // one float
+
+  std::uint64_t total() const {
+    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + hidden +
+           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss;
+  }
+};
+
+std::int64_t largest_module(const ModelLayout& layout);
+DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
+// Elements fetched per step under offload_param: every module in forward, every module but
+// the head (still resident from forward) again in backward.
+std::int64_t fetched_elements(const ModelLayout& layout);
+
+// run_arm that also hands back the final fp32 master (for the tests' element-wise checks).
+ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
+                          std::vector<float>* final_master);
+
+}  // namespace zob::step_detail
