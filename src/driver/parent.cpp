@@ -161,13 +161,20 @@ int exit_code_for_signal(int sig) {
   return sig == SIGTERM ? exit_code::terminated : exit_code::interrupted;
 }
 
-void print_reports(const RunResult& run) {
+// False when the --json file could not be written (the path was checked before the run, so
+// this is a full disk or a folder removed meanwhile): the results are still on stdout.
+bool print_reports(const RunResult& run) {
   const std::string text = render_stdout(run);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
-  if (!run.config.json_path.empty()) {
+  if (run.config.json_path.empty()) return true;
+  try {
     write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
+  } catch (const std::exception& e) {
+    error_line(e.what());
+    return false;
   }
+  return true;
 }
 
 }  // namespace
@@ -279,9 +286,9 @@ int run_driver(const RunConfig& config) {
   if (stopped_by != 0) run.interrupted = signal_name(stopped_by);
 
   // 3. Reports, then the exit code.
-  print_reports(run);
+  const bool written = print_reports(run);
   if (stopped_by != 0) return exit_code_for_signal(stopped_by);
-  bool failed = false;
+  bool failed = !written;
   for (const auto& a : run.arms) failed = failed || !a.ok;
   const Validation v = validate_arms(run);
   if (!v.ok()) {
