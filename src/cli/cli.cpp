@@ -268,39 +268,41 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   bool json_given = false;
   std::string timeout = "0";
 
-  app.add_option("--hidden", hidden, "hidden size h")->capture_default_str();
-  app.add_option("--layers", layers, "number of blocks")->capture_default_str();
-  app.add_option("--batch", batch, "batch size")->capture_default_str();
-  app.add_option("--seq", seq, "sequence length")->capture_default_str();
-  app.add_option("--steps", steps, "timed steps per arm (>= 1)")->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed steps before them (>= 0)")->capture_default_str();
-  app.add_option("--vocab", vocab, "vocabulary size")->capture_default_str();
-  app.add_option("--device", device, "auto|cpu|cuda|xpu")->capture_default_str();
+  app.add_option("--hidden", hidden, "hidden size h")->capture_default_str()->type_name("N");
+  app.add_option("--layers", layers, "number of blocks")->capture_default_str()->type_name("N");
+  app.add_option("--batch", batch, "batch size")->capture_default_str()->type_name("N");
+  app.add_option("--seq", seq, "sequence length")->capture_default_str()->type_name("N");
+  app.add_option("--steps", steps, "timed steps per arm (>= 1)")->capture_default_str()->type_name("N");
+  app.add_option("--warmup", warmup, "untimed steps before them (>= 0)")->capture_default_str()->type_name("N");
+  app.add_option("--vocab", vocab, "vocabulary size")->capture_default_str()->type_name("N");
+  app.add_option("--device", device, "auto|cpu|cuda|xpu")->capture_default_str()->type_name("NAME");
   app.add_option("--device-index", device_index, "which device of the backend")
-      ->capture_default_str();
+      ->capture_default_str()->type_name("N");
   app.add_option("--arms", arms, "comma-separated: registered,unregistered,pageable,hostalloc")
-      ->capture_default_str();
+      ->capture_default_str()->type_name("LIST");
   app.add_flag("--offload-param", offload_param, "ZeRO-3 offload_param loop (params on host)");
-  app.add_option("--chunk-elems", chunk, "elements per copy-back piece")->capture_default_str();
+  app.add_option("--chunk-elems", chunk, "elements per copy-back piece")->capture_default_str()->type_name("N");
   app.add_option("--sub-group-size", sub_group, "elements per Adam sub-group")
-      ->capture_default_str();
+      ->capture_default_str()->type_name("N");
   app.add_option("--threads", threads, "CPU Adam threads (default: CPUs available)")
-      ->capture_default_str();
+      ->capture_default_str()->type_name("N");
   app.add_option("--seed", seed, "seed of the initial weights and token ids")
-      ->capture_default_str();
-  auto* json_opt = app.add_option("--json", json_path, "also write DRIVERRESULT (pretty) here");
-  app.add_option("--timeout", timeout, "seconds per arm, 0 = no limit")->capture_default_str();
+      ->capture_default_str()->type_name("N");
+  auto* json_opt = app.add_option("--json", json_path, "also write DRIVERRESULT (pretty) here")
+                       ->type_name("FILE");
+  app.add_option("--timeout", timeout, "seconds per arm, 0 = no limit")->capture_default_str()->type_name("SECONDS");
 
   CLI::App* adam = app.add_subcommand("adam", "CPU Adam throughput vs a same-run bandwidth probe");
   std::string adam_params = "500000000";
   std::string adam_threads = threads;
   std::string adam_repeats = "5";
   std::string adam_json;
-  adam->add_option("--params", adam_params, "parameters")->capture_default_str();
-  adam->add_option("--threads", adam_threads, "threads")->capture_default_str();
+  adam->add_option("--params", adam_params, "parameters")->capture_default_str()->type_name("N");
+  adam->add_option("--threads", adam_threads, "threads")->capture_default_str()->type_name("N");
   adam->add_option("--repeats", adam_repeats, "timed repeats (medians reported)")
-      ->capture_default_str();
-  auto* adam_json_opt = adam->add_option("--json", adam_json, "also write the result here");
+      ->capture_default_str()->type_name("N");
+  auto* adam_json_opt =
+      adam->add_option("--json", adam_json, "also write the result here")->type_name("FILE");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend() - (args.empty() ? 0 : 1));
   try {

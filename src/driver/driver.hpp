@@ -24,7 +24,8 @@ inline constexpr const char* kConfigFlag = "--internal-config";
 inline constexpr const char* kResultFdFlag = "--internal-result-fd";
 inline constexpr int kChildResultFd = 3;
 
-// "SIGSEGV (Segmentation fault)"
+// "SIGSEGV"; and with the description: "SIGSEGV (Segmentation fault)"
+std::string signal_name(int sig);
 std::string describe_signal(int sig);
 
 }  // namespace zob

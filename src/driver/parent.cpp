@@ -15,6 +15,7 @@
 #include "report/report.hpp"
 #include "zob/errors.hpp"
 #include "zob/exit_codes.hpp"
+#include "zob/step.hpp"
 
 namespace zob {
 
@@ -124,30 +125,93 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
   return r;
 }
 
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+std::uint64_t host_memory_available() {
+  std::FILE* f = std::fopen("/proc/meminfo", "re");
+  if (f == nullptr) return 0;
+  char line[256];
+  std::uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long v = 0;
+    if (std::sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
+      kib = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+// Refuses (exit 2, before any child) a model whose host buffers cannot fit: an arm that runs
+// out of host memory would be OOM-killed after minutes of setup instead.
+void preflight_host_memory(const RunConfig& config) {
+  const MemoryPlan plan = plan_memory(config);
+  const std::uint64_t need = plan.host_pinned_bytes + plan.host_pageable_bytes;
+  const std::uint64_t available = host_memory_available();
+  if (available != 0 && need > available) {
+    throw UsageError(fmt::format("one arm needs {:.2f} GB of host memory (offload buffers and Adam "
+                                 "states) but only {:.2f} GB is available; choose a smaller "
+                                 "--hidden, --layers or --vocab",
+                                 static_cast<double>(need) / 1e9,
+                                 static_cast<double>(available) / 1e9));
+  }
+}
+
 int exit_code_for_signal(int sig) {
   return sig == SIGTERM ? exit_code::terminated : exit_code::interrupted;
 }
 
-void print_reports(const RunResult& run) {
+// False when the --json file could not be written (the path was checked before the run, so
+// this is a full disk or a folder removed meanwhile): the results are still on stdout.
+bool print_reports(const RunResult& run) {
   const std::string text = render_stdout(run);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
-  if (!run.config.json_path.empty()) {
+  if (run.config.json_path.empty()) return true;
+  try {
     write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
+  } catch (const std::exception& e) {
+    error_line(e.what());
+    return false;
   }
+  return true;
 }
 
 }  // namespace
 
+// Own table rather than glibc's sigabbrev_np (2.32+): the binary also runs on older hosts.
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGSYS: return "SIGSYS";
+    default: return fmt::format("signal {}", sig);
+  }
+}
+
 std::string describe_signal(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  const char* desc = strsignal(sig);
-  std::string name = abbrev ? std::string("SIG") + abbrev : fmt::format("signal {}", sig);
-  if (desc != nullptr) name += fmt::format(" ({})", desc);
+  std::string name = signal_name(sig);
+  if (const char* desc = strsignal(sig)) name += fmt::format(" ({})", desc);
   return name;
 }
 
 int run_driver(const RunConfig& config) {
+  preflight_host_memory(config);
   install_driver_signal_handlers();
   RunResult run;
   run.config = config;
@@ -216,14 +280,15 @@ int run_driver(const RunConfig& config) {
     ArmResult r = collect_arm(resolved, arm, info, o);
     if (!r.ok) error_line(fmt::format("arm {}: {}", to_string(arm), r.error));
     run.arms.push_back(std::move(r));
-    if (o.stopped_by != 0 || stop_signal() != 0) stopped_by = o.stopped_by ? o.stopped_by : stop_signal();
+    if (o.stopped_by != 0) stopped_by = o.stopped_by;
+    else if (stop_signal() != 0) stopped_by = stop_signal();
   }
-  if (stopped_by != 0) run.interrupted = sigabbrev_np(stopped_by) ? std::string("SIG") + sigabbrev_np(stopped_by) : "signal";
+  if (stopped_by != 0) run.interrupted = signal_name(stopped_by);
 
   // 3. Reports, then the exit code.
-  print_reports(run);
+  const bool written = print_reports(run);
   if (stopped_by != 0) return exit_code_for_signal(stopped_by);
-  bool failed = false;
+  bool failed = !written;
   for (const auto& a : run.arms) failed = failed || !a.ok;
   const Validation v = validate_arms(run);
   if (!v.ok()) {
