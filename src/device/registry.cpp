@@ -97,7 +97,11 @@ std::unique_ptr<Device> create_first_available_device(int index, std::string* no
     try {
       return create_device({backend, index});
     } catch (const DeviceError& e) {
-      skipped += fmt::format("{}{}: {}", skipped.empty() ? "" : "; ", backend, e.what());
+      // Plugins may already name themselves ("cuda: no usable NVIDIA driver ...").
+      std::string why = e.what();
+      const std::string prefix = std::string(backend) + ": ";
+      if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+      skipped += fmt::format("{}{}: {}", skipped.empty() ? "" : "; ", backend, why);
     }
   }
   if (notice != nullptr) {

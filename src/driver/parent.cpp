@@ -243,6 +243,8 @@ int run_driver(const RunConfig& config) {
     }
   }
   if (!probe_problem.empty()) {
+    const std::string prefix = requested + ": ";  // plugins may already name themselves
+    if (probe_problem.rfind(prefix, 0) == 0) probe_problem.erase(0, prefix.size());
     error_line(fmt::format("backend {} unavailable: {}; run with --device cpu, or on a machine "
                            "with that accelerator", requested, probe_problem));
     return exit_code::backend_unavailable;
