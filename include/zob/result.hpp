@@ -92,6 +92,10 @@ struct ArmResult {
   std::vector<double> timed_step_s() const;
 };
 
+void to_json(nlohmann::json&, const StepBound&);
+void from_json(const nlohmann::json&, StepBound&);
+void to_json(nlohmann::json&, const ThreadPlacement&);
+void from_json(const nlohmann::json&, ThreadPlacement&);
 void to_json(nlohmann::json&, const ArmResult&);
 void from_json(const nlohmann::json&, ArmResult&);  // throws nlohmann::json::exception
 

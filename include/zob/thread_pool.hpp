@@ -31,6 +31,7 @@ class ThreadPool {
                     std::int64_t align = 64);
 
  private:
+  void stop() noexcept;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
