@@ -77,6 +77,7 @@ ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pi
   r.warmup = c.warmup;
   r.loop = to_string(c.loop);
   r.registration = "none";
+  r.schedule = to_string(c.schedule);
   r.pid = pid;
   return r;
 }
@@ -156,6 +157,10 @@ void preflight_host_memory(const RunConfig& config) {
                                  static_cast<double>(available) / 1e9));
   }
 }
+
+std::vector<RunConfig> sweep_configs(const RunConfig& config);
+std::vector<ArmResult> run_arms(const RunConfig& resolved, const DeviceInfo& info,
+                                int& stopped_by);
 
 int exit_code_for_signal(int sig) {
   return sig == SIGTERM ? exit_code::terminated : exit_code::interrupted;
@@ -262,29 +267,21 @@ int run_driver(const RunConfig& config) {
   for (Arm a : config.arms) std::fprintf(stderr, " %s", to_string(a));
   std::fprintf(stderr, "\n");
 
-  // 2. One child per arm, sequentially, in --arms order.
+  // 2. Per configuration of the sweep (one without --chunk-elems / --sub-group-size lists),
+  //    one child per arm, sequentially, in --arms order.
   int stopped_by = 0;
-  for (Arm arm : config.arms) {
-    if (stopped_by != 0) {
-      run.arms.push_back(failed_arm(resolved, arm, info, 0,
-                                    "not run: interrupted by " + describe_signal(stopped_by)));
-      continue;
+  const std::vector<RunConfig> points = sweep_configs(resolved);
+  for (const RunConfig& point : points) {
+    if (points.size() > 1) {
+      std::fprintf(stderr, "zero3-offload-bench: chunk_elems=%lld sub_group_size=%lld\n",
+                   static_cast<long long>(point.chunk_elems),
+                   static_cast<long long>(point.sub_group_size));
     }
-    std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
-    ChildOutcome o;
-    try {
-      o = run_child(child_args(kChildFlag, to_string(arm), resolved), config.timeout_s);
-    } catch (const std::exception& e) {
-      run.arms.push_back(failed_arm(resolved, arm, info, 0,
-                                    std::string("could not start the child: ") + e.what()));
-      continue;
-    }
-    ArmResult r = collect_arm(resolved, arm, info, o);
-    if (!r.ok) error_line(fmt::format("arm {}: {}", to_string(arm), r.error));
-    run.arms.push_back(std::move(r));
-    if (o.stopped_by != 0) stopped_by = o.stopped_by;
-    else if (stop_signal() != 0) stopped_by = stop_signal();
+    run.sweep.push_back({point.chunk_elems, point.sub_group_size,
+                         run_arms(point, info, stopped_by)});
   }
+  run.arms = run.sweep.front().arms;
+  if (run.sweep.size() == 1) run.sweep.clear();  // no sweep: the report is the plain one
   if (stopped_by != 0) run.interrupted = signal_name(stopped_by);
 
   // 3. Reports, then the exit code.
@@ -292,6 +289,9 @@ int run_driver(const RunConfig& config) {
   if (stopped_by != 0) return exit_code_for_signal(stopped_by);
   bool failed = !written;
   for (const auto& a : run.arms) failed = failed || !a.ok;
+  for (const auto& p : run.sweep) {
+    for (const auto& a : p.arms) failed = failed || !a.ok;
+  }
   const Validation v = validate_arms(run);
   if (!v.ok()) {
     error_line("the arms disagree: " + v.first_difference +
@@ -299,5 +299,59 @@ int run_driver(const RunConfig& config) {
   }
   return failed || !v.ok() ? exit_code::arm_failed : exit_code::ok;
 }
+
+namespace {
+
+std::vector<RunConfig> sweep_configs(const RunConfig& config) {
+  const std::vector<std::int64_t> chunks =
+      config.chunk_elems_sweep.empty() ? std::vector<std::int64_t>{config.chunk_elems}
+                                       : config.chunk_elems_sweep;
+  const std::vector<std::int64_t> groups =
+      config.sub_group_size_sweep.empty() ? std::vector<std::int64_t>{config.sub_group_size}
+                                          : config.sub_group_size_sweep;
+  std::vector<RunConfig> out;
+  for (std::int64_t chunk : chunks) {
+    for (std::int64_t group : groups) {
+      RunConfig c = config;
+      c.chunk_elems = chunk;
+      c.sub_group_size = group;
+      c.chunk_elems_sweep.clear();  // a child runs one configuration
+      c.sub_group_size_sweep.clear();
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+// The arms of one configuration. Once a stop signal has been seen (stopped_by != 0), the
+// remaining arms are reported as not run.
+std::vector<ArmResult> run_arms(const RunConfig& resolved, const DeviceInfo& info,
+                                int& stopped_by) {
+  std::vector<ArmResult> arms;
+  for (Arm arm : resolved.arms) {
+    if (stopped_by != 0) {
+      arms.push_back(failed_arm(resolved, arm, info, 0,
+                                "not run: interrupted by " + describe_signal(stopped_by)));
+      continue;
+    }
+    std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
+    ChildOutcome o;
+    try {
+      o = run_child(child_args(kChildFlag, to_string(arm), resolved), resolved.timeout_s);
+    } catch (const std::exception& e) {
+      arms.push_back(failed_arm(resolved, arm, info, 0,
+                                std::string("could not start the child: ") + e.what()));
+      continue;
+    }
+    ArmResult r = collect_arm(resolved, arm, info, o);
+    if (!r.ok) error_line(fmt::format("arm {}: {}", to_string(arm), r.error));
+    arms.push_back(std::move(r));
+    if (o.stopped_by != 0) stopped_by = o.stopped_by;
+    else if (stop_signal() != 0) stopped_by = stop_signal();
+  }
+  return arms;
+}
+
+}  // namespace
 
 }  // namespace zob
