@@ -60,7 +60,9 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
   std::size_t k = 0;               // pieces done this step, in processing order
   for (const Piece& p : pieces_) {
     const std::int64_t len = p.end - p.begin;
-    const std::string tag = "[" + std::to_string(p.index) + "]";
+    std::string tag = "[";
+    tag += std::to_string(p.index);
+    tag += ']';
     // The d2h queue copies modules in landing order; each wait is usually on a finished or
     // nearly finished copy, and there are at most `modules` of them per step.
     const auto tw = Clock::now();

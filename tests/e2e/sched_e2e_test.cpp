@@ -15,7 +15,7 @@
 
 namespace {
 
-struct Run {
+struct BenchRun {
   int rc = -1;
   std::string out, err;
 };
@@ -26,7 +26,7 @@ std::string slurp(const std::filesystem::path& p) {
 }
 
 // Runs the binary with stdout / stderr in files (no pipes to drain), waits for it.
-Run run_bench(const std::vector<std::string>& args) {
+BenchRun run_bench(const std::vector<std::string>& args) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(rand());
   const auto out = dir / ("zob_sched_out_" + tag), err = dir / ("zob_sched_err_" + tag);
@@ -45,7 +45,7 @@ Run run_bench(const std::vector<std::string>& args) {
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
-  Run r;
+  BenchRun r;
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = slurp(out);
   r.err = slurp(err);
@@ -81,7 +81,7 @@ std::vector<std::string> tiny(std::vector<std::string> extra) {
 
 TEST(SchedE2E, TwoByTwoSweepUnderOverlap) {
   // P = 2*300*32 + 2*(8*32*32 + 160) = 35968 parameters.
-  const Run r = run_bench(tiny({"--schedule", "overlap", "--chunk-elems", "1000,30000",
+  const BenchRun r = run_bench(tiny({"--schedule", "overlap", "--chunk-elems", "1000,30000",
                                 "--sub-group-size", "7000,1000000"}));
   ASSERT_EQ(r.rc, 0) << r.err;
   std::vector<std::string> headers;
@@ -134,7 +134,7 @@ TEST(SchedE2E, TwoByTwoSweepUnderOverlap) {
 }
 
 TEST(SchedE2E, CpuAffinityPinsAndIsReported) {
-  const Run r = run_bench(tiny({"--cpu-affinity", "0", "--threads", "1", "--arms",
+  const BenchRun r = run_bench(tiny({"--cpu-affinity", "0", "--threads", "1", "--arms",
                                 "unregistered"}));
   ASSERT_EQ(r.rc, 0) << r.err;
   const nlohmann::json j = driver_result(r.out);
@@ -153,7 +153,7 @@ TEST(SchedE2E, BadFlagsExitTwoWithOneLine) {
            {"--cpu-affinity", "0", "--threads", "2"},
            {"--chunk-elems", "1000,0"},
            {"--sub-group-size", "10,,20"}}) {
-    const Run r = run_bench(tiny(extra));
+    const BenchRun r = run_bench(tiny(extra));
     EXPECT_EQ(r.rc, 2) << extra[0] << " " << extra[1] << "\n" << r.err;
     const auto lines = lines_of(r.err);
     ASSERT_EQ(lines.size(), 1u) << r.err;

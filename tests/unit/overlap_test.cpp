@@ -82,13 +82,13 @@ TEST(Overlap, BitwiseEqualToStockInBothLoops) {
       ASSERT_EQ(stock_master.size(), overlap_master.size());
       EXPECT_EQ(std::memcmp(stock_master.data(), overlap_master.data(),
                             stock_master.size() * sizeof(float)), 0) << what;
-      // The parameters moved: a schedule that skipped Adam would not be equal to stock, but
-      // check it directly too.
+      // The parameters moved (all but the embedding rows of tokens not in the batch, whose
+      // gradient is zero): a schedule that skipped Adam would fail here.
       std::vector<float> initial(stock_master.size());
       initial_parameters(ModelLayout::build(c.model), c.seed, initial.data());
       std::size_t moved = 0;
       for (std::size_t i = 0; i < initial.size(); ++i) moved += initial[i] != overlap_master[i];
-      EXPECT_GT(moved, initial.size() * 9 / 10) << what;
+      EXPECT_GT(moved, initial.size() * 3 / 4) << what;
     }
   }
 }
@@ -216,6 +216,10 @@ TEST(HostMemory, ArmMapsNoMoreThanThePlan) {
   c.steps = 1;
   c.warmup = 0;
   c.threads = 2;
+  // The CPU device keeps per-thread fp32 GEMM scratch (and OpenBLAS its workspace) between
+  // calls, sized by the largest GEMM: kernel workspace of the CPU "device", absent on a GPU and
+  // not the arm's. One unmeasured arm of the same shape takes it first.
+  run(c, Arm::unregistered, nullptr);
   for (Schedule sch : {Schedule::stock, Schedule::overlap}) {
     c.schedule = sch;
     const MemoryPlan plan = plan_memory(c);
