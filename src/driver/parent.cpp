@@ -223,6 +223,9 @@ int run_driver(const RunConfig& config) {
   run.tool_version = ZOB_VERSION;
   run.hostname = host_name();
   run.host = collect_host_environment();
+  // Pre-flight, host part first (device memory unknown yet): a model the host cannot hold is
+  // refused before even the probe runs; the device part follows the probe.
+  if (!config.skip_preflight) preflight_check(config, plan_memory(config), run.host, 0);
 
   // 1. Probe: resolve --device in a child, so the parent never loads a device runtime.
   const ChildOutcome probe = run_child(child_args(kProbeFlag, "", config), config.timeout_s);
@@ -260,7 +263,7 @@ int run_driver(const RunConfig& config) {
   run.config.device = resolved.device;
   run.device_info = info;
   run.has_environment = true;
-  // Before any arm: refuse (exit 2) what the machine cannot hold, rather than failing an arm
+  // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
   // half-way with memory locked.
   if (!config.skip_preflight) {
     preflight_check(resolved, plan_memory(resolved), run.host, info.total_memory_bytes);
