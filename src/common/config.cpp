@@ -81,6 +81,8 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"cpu_affinity", c.cpu_affinity},
       {"chunk_elems_sweep", c.chunk_elems_sweep},
       {"sub_group_size_sweep", c.sub_group_size_sweep},
+      {"repeats", c.repeats},         {"trace_path", c.trace_path},
+      {"skip_preflight", c.skip_preflight},
   };
 }
 
@@ -111,6 +113,10 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.cpu_affinity = j.value("cpu_affinity", std::vector<int>{});
   c.chunk_elems_sweep = j.value("chunk_elems_sweep", std::vector<std::int64_t>{});
   c.sub_group_size_sweep = j.value("sub_group_size_sweep", std::vector<std::int64_t>{});
+  // Optional: added after the first release of the format.
+  c.repeats = j.value("repeats", 1);
+  c.trace_path = j.value("trace_path", std::string());
+  c.skip_preflight = j.value("skip_preflight", false);
 }
 
 }  // namespace zob

@@ -10,6 +10,9 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -79,6 +82,8 @@ void apply_test_fault(Arm arm, int fd) {
     ::_exit(0);
   } else if (kind == "noresult") {
     ::_exit(0);
+  } else if (kind == "perturb") {
+    return;  // applied to the result, see perturb_for_test
   }
   std::fprintf(stderr, "zero3-offload-bench: notice: ignoring ZOB_TEST_CHILD_FAULT kind '%s'\n",
                kind.c_str());
@@ -108,6 +113,17 @@ std::optional<double> process_age_seconds() {
                      static_cast<double>(start_ticks) / static_cast<double>(hz);
   if (age < 0) return std::nullopt;
   return age;
+}
+
+// ZOB_TEST_CHILD_FAULT=<arm>:perturb: the arm runs normally, then 1 ulp is added to the loss
+// of its first timed step, as if that arm had computed something different: the parent's
+// validation must catch it and name the step.
+void perturb_for_test(ArmResult& r) {
+  const char* spec = std::getenv("ZOB_TEST_CHILD_FAULT");
+  if (spec == nullptr || std::string(spec) != std::string(to_string(r.arm)) + ":perturb") return;
+  const auto i = static_cast<std::size_t>(std::max(r.warmup, 0));
+  if (!r.ok || i >= r.samples.size()) return;
+  r.samples[i].loss = std::nextafter(r.samples[i].loss, std::numeric_limits<float>::infinity());
 }
 
 }  // namespace
@@ -160,6 +176,7 @@ int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
     code = 1;
   }
   r.arm = arm;
+  perturb_for_test(r);
   r.pid = static_cast<int>(::getpid());
   // Time to result: process start (exec, loading, device creation, setup, every step) to here.
   r.wall_s = age_at_entry.value_or(0.0) +

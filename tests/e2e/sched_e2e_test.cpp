@@ -71,7 +71,7 @@ nlohmann::json driver_result(const std::string& out) {
 
 const std::vector<std::string> kTiny{"--device", "cpu", "--hidden", "32", "--layers", "2",
                                      "--batch", "2", "--seq", "8", "--vocab", "300",
-                                     "--steps", "2", "--warmup", "1", "--threads", "2"};
+                                     "--steps", "2", "--warmup", "1"};
 
 std::vector<std::string> tiny(std::vector<std::string> extra) {
   auto args = kTiny;
@@ -81,7 +81,8 @@ std::vector<std::string> tiny(std::vector<std::string> extra) {
 
 TEST(SchedE2E, TwoByTwoSweepUnderOverlap) {
   // P = 2*300*32 + 2*(8*32*32 + 160) = 35968 parameters.
-  const BenchRun r = run_bench(tiny({"--schedule", "overlap", "--chunk-elems", "1000,30000",
+  const BenchRun r = run_bench(tiny({"--threads", "2", "--schedule", "overlap",
+                                     "--chunk-elems", "1000,30000",
                                 "--sub-group-size", "7000,1000000"}));
   ASSERT_EQ(r.rc, 0) << r.err;
   std::vector<std::string> headers;
