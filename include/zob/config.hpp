@@ -46,6 +46,9 @@ struct RunConfig {
   std::uint64_t seed = 42;
   std::string json_path;  // empty: no file
   double timeout_s = 0;   // per arm; 0 = no limit
+  // Ranks per arm, one per device (indices device_index, device_index + 1, ...; on the CPU
+  // device every rank uses the CPU). 0 = all devices of the backend, resolved by the driver.
+  int gpus = 1;
 
   std::int64_t tokens() const { return batch * seq; }
 };

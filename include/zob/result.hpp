@@ -37,6 +37,19 @@ struct StepSample {
   std::vector<TraceSpan> spans;
 };
 
+// One rank of a multi-rank arm (--gpus N > 1): its own step times and phases.
+struct RankResult {
+  int rank = 0;
+  int device_index = 0;
+  int pid = 0;
+  bool ok = false;
+  std::string error;                  // set when !ok
+  std::vector<double> step_s;         // every step's wall time, warmup first
+  std::map<std::string, PhaseSample> phases;  // averages over the timed steps
+  std::int64_t shard_elems = 0;       // elements this rank owns (padding included)
+  std::string shard_checksum;         // checksum_hex of its final fp32 master shard
+};
+
 struct ArmResult {
   Arm arm = Arm::registered;
   bool ok = false;
@@ -65,6 +78,10 @@ struct ArmResult {
   double setup_s = 0;                // allocation + lock + registration + init, untimed
   int adam_threads = 0;
   int pid = 0;                       // process that ran the arm (set by the driver, not the step)
+  // --gpus N: the ranks, in rank order (empty with one rank). With N > 1 each step's wall_s
+  // is the slowest rank's, the loss the sum over ranks, param_checksum combines the shards'.
+  int gpus = 1;
+  std::vector<RankResult> ranks;
 
   // Timed (post-warmup) step times.
   std::vector<double> timed_step_s() const;
