@@ -33,6 +33,7 @@ constexpr std::int64_t kMaxSteps = 1'000'000;
 constexpr std::int64_t kMaxThreads = 4096;
 constexpr std::int64_t kMaxElems = std::int64_t{1} << 50;
 constexpr double kMaxTimeoutS = 1e7;
+constexpr std::int64_t kMaxGpus = 64;  // the shared-memory collectives' rank limit
 
 std::string range_text(std::int64_t min, std::int64_t max) {
   return fmt::format("a whole number from {} to {}", min, max);
@@ -161,6 +162,11 @@ void validate_run_config(const RunConfig& c) {
   in("--chunk-elems", c.chunk_elems, 1, kMaxElems);
   in("--sub-group-size", c.sub_group_size, 1, kMaxElems);
   in("--threads", c.threads, 1, kMaxThreads);
+  in("--gpus", c.gpus, 0, kMaxGpus);  // 0: "all", resolved by the driver
+  if (c.gpus != 1 && c.loop == Loop::offload_param) {
+    throw UsageError("--gpus with --offload-param is not implemented yet: several ranks run the "
+                     "default copy-back loop; drop --offload-param or use --gpus 1");
+  }
   if (!(c.timeout_s >= 0) || !std::isfinite(c.timeout_s) || c.timeout_s > kMaxTimeoutS) {
     throw UsageError(fmt::format("--timeout {} is out of range; give 0 (no limit) to {:g} "
                                  "seconds", c.timeout_s, kMaxTimeoutS));
@@ -267,6 +273,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   std::string json_path;
   bool json_given = false;
   std::string timeout = "0";
+  std::string gpus = "1";
 
   app.add_option("--hidden", hidden, "hidden size h")->capture_default_str()->type_name("N");
   app.add_option("--layers", layers, "number of blocks")->capture_default_str()->type_name("N");
@@ -291,6 +298,8 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   auto* json_opt = app.add_option("--json", json_path, "also write DRIVERRESULT (pretty) here")
                        ->type_name("FILE");
   app.add_option("--timeout", timeout, "seconds per arm, 0 = no limit")->capture_default_str()->type_name("SECONDS");
+  app.add_option("--gpus", gpus, "ranks per arm, one per device (ZeRO-3 partitioned), or 'all'")
+      ->capture_default_str()->type_name("N|all");
 
   CLI::App* adam = app.add_subcommand("adam", "CPU Adam throughput vs a same-run bandwidth probe");
   std::string adam_params = "500000000";
@@ -354,6 +363,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   c.threads = static_cast<int>(parse_integer_flag("--threads", threads, 1, kMaxThreads));
   c.seed = parse_unsigned_flag("--seed", seed);
   c.timeout_s = parse_seconds_flag("--timeout", timeout, kMaxTimeoutS);
+  c.gpus = gpus == "all" ? 0 : static_cast<int>(parse_integer_flag("--gpus", gpus, 1, kMaxGpus));
   validate_run_config(c);
   if (json_given) {
     check_output_path_writable(json_path, "--json");

@@ -62,6 +62,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"sub_group_size", c.sub_group_size}, {"threads", c.threads},
       {"seed", c.seed},               {"json_path", c.json_path},
       {"timeout_s", c.timeout_s},
+      {"gpus", c.gpus},
   };
 }
 
@@ -87,6 +88,7 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.seed = j.at("seed").get<std::uint64_t>();
   c.json_path = j.at("json_path").get<std::string>();
   c.timeout_s = j.at("timeout_s").get<double>();
+  c.gpus = j.value("gpus", 1);
 }
 
 }  // namespace zob

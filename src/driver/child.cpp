@@ -11,6 +11,7 @@
 
 #include "cli/cli.hpp"
 #include "driver/driver.hpp"
+#include "driver/ranks.hpp"
 #include "report/json_util.hpp"
 #include "report/report.hpp"
 #include "zob/errors.hpp"
@@ -78,6 +79,21 @@ void apply_test_fault(Arm arm, int fd) {
                kind.c_str());
 }
 
+// --gpus all: the devices of the backend from --device-index on (the CPU device is one).
+int count_devices(const std::string& backend, int first) {
+  if (backend == "cpu") return 1;
+  int n = 1;
+  while (n < 64) {
+    try {
+      create_device({backend, first + n});
+    } catch (const std::exception&) {
+      break;
+    }
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 int run_probe_child(const RunConfig& config, int result_fd) {
@@ -95,6 +111,7 @@ int run_probe_child(const RunConfig& config, int result_fd) {
       device = create_device({to_string(config.device), config.device_index});
     }
     out = {{"ok", true}, {"device_info", device->info()}};
+    if (config.gpus == 0) out["device_count"] = count_devices(device->info().backend, config.device_index);
   } catch (const DeviceError& e) {
     out = {{"ok", false},
            {"unavailable", e.kind() == DeviceErrorKind::unavailable},
@@ -110,6 +127,7 @@ int run_probe_child(const RunConfig& config, int result_fd) {
 
 int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
   apply_test_fault(arm, result_fd);
+  if (config.gpus > 1) return run_ranked_arm_child(config, arm, result_fd);  // driver/ranks.cpp
   ArmResult r;
   int code = 0;
   try {
