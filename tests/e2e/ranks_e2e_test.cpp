@@ -122,8 +122,6 @@ nlohmann::json driver_result(const std::string& out) {
   return {};
 }
 
-const std::vector<std::string> kSmall{"--device", "cpu",   "--hidden", "64", "--layers",
-
 const std::vector<std::string> kTiny{"--device", "cpu",   "--hidden", "32", "--layers", "2",
                                      "--batch",  "2",     "--seq",    "8",  "--vocab",  "256",
                                      "--steps",  "2",     "--warmup", "1",  "--threads", "1"};
@@ -248,7 +246,10 @@ TEST_P(RankFault, ArmFailsFastNamingTheRankAndLeavesNothing) {
 INSTANTIATE_TEST_SUITE_P(E2E, RankFault,
                          ::testing::Values(Fault{"unregistered:1:segv:7", "SIGSEGV"},
                                            Fault{"unregistered:1:exit:3", "exited with code 7"},
-                                           Fault{"unregistered:1:hang:9", "did not reach"}));
+                                           Fault{"unregistered:1:hang:9", "did not reach"}),
+                         [](const ::testing::TestParamInfo<Fault>& info) {
+                           return info.param.spec.substr(15, info.param.spec.find(':', 15) - 15);
+                         });
 
 TEST(RanksE2E, GpusFlagIsValidated) {
   for (const auto& bad : std::vector<std::vector<std::string>>{
