@@ -65,6 +65,8 @@ struct HostMemoryCounters {
   std::uint64_t registered_bytes = 0;
   std::uint64_t peak_locked_bytes = 0;
   std::uint64_t peak_registered_bytes = 0;
+  std::uint64_t mapped_bytes = 0;       // every live HostBuffer, page-rounded, whatever its mode
+  std::uint64_t peak_mapped_bytes = 0;
 };
 HostMemoryCounters host_memory_counters();
 

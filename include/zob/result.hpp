@@ -10,6 +10,7 @@
 
 #include "zob/config.hpp"
 #include "zob/device.hpp"
+#include "zob/environment.hpp"
 
 namespace zob {
 
@@ -50,6 +51,23 @@ struct RankResult {
   std::string shard_checksum;         // checksum_hex of its final fp32 master shard
 };
 
+// The lower bound of a step under a perfect overlap of Adam with the link (REFERENCE.md §7):
+// medians over the timed steps.
+struct StepBound {
+  double adam_s = 0;     // measured CPU Adam time
+  double pcie_s = 0;     // device time of the step's pure host<->device copies (grad D2H +
+                         // copy-back H2D; offload_param: grad D2H + parameter fetches)
+  double compute_s = 0;  // forward + backward device time
+  double bound_s = 0;    // max(adam_s, pcie_s) + compute_s
+  double ratio = 0;      // median step time / bound_s
+};
+
+// Where the Adam pool's threads run.
+struct ThreadPlacement {
+  std::string policy = "none";  // "cpu-affinity", "numa-node N", "none"
+  std::vector<int> cpus;        // CPU of each thread in order; empty when unpinned
+};
+
 struct ArmResult {
   Arm arm = Arm::registered;
   bool ok = false;
@@ -77,6 +95,11 @@ struct ArmResult {
   double register_s = 0;             // time spent registering
   double setup_s = 0;                // allocation + lock + registration + init, untimed
   int adam_threads = 0;
+  std::string schedule = "stock";    // --schedule
+  StepBound bound;
+  ThreadPlacement placement;
+  std::uint64_t host_mapped_bytes = 0;  // bytes this arm's HostBuffers map (page-rounded)
+  double wall_s = 0;                 // child process start to result (time to result)
   int pid = 0;                       // process that ran the arm (set by the driver, not the step)
   // --gpus N: the ranks, in rank order (empty with one rank). With N > 1 each step's wall_s
   // is the slowest rank's, the loss the sum over ranks, param_checksum combines the shards'.
@@ -87,16 +110,37 @@ struct ArmResult {
   std::vector<double> timed_step_s() const;
 };
 
+void to_json(nlohmann::json&, const StepBound&);
+void from_json(const nlohmann::json&, StepBound&);
+void to_json(nlohmann::json&, const ThreadPlacement&);
+void from_json(const nlohmann::json&, ThreadPlacement&);
 void to_json(nlohmann::json&, const ArmResult&);
 void from_json(const nlohmann::json&, ArmResult&);  // throws nlohmann::json::exception
 
+// One combination of a sweep and the arms run for it.
+struct SweepPoint {
+  std::int64_t chunk_elems = 0;
+  std::int64_t sub_group_size = 0;
+  std::vector<ArmResult> arms;  // in --arms order
+};
+
 struct RunResult {
   RunConfig config;
-  std::vector<ArmResult> arms;  // in --arms order
+  std::vector<ArmResult> arms;  // in --arms order; with a sweep, those of its first combination
+  std::vector<SweepPoint> sweep;  // every combination, chunk-major; empty = just `arms`
   std::string started_utc;
   std::string tool_version;
   std::string hostname;     // where it ran (reported in DRIVERRESULT "host")
   std::string interrupted;  // "SIGINT" / "SIGTERM" when the run was cut short; "" otherwise
+
+  // With --repeats R: every arm run, rounds[r][i] = round r+1 of config.arms[i] (a round cut
+  // short by a signal may be shorter). `arms` then holds each arm over all rounds (see
+  // combine_rounds in src/report). Empty when the run result was built without rounds.
+  std::vector<std::vector<ArmResult>> rounds;
+  // What the run was measured on; has_environment is false where nothing was collected.
+  bool has_environment = false;
+  HostEnvironment host;
+  DeviceInfo device_info;
 };
 
 }  // namespace zob

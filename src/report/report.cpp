@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "zob/errors.hpp"
 
@@ -28,40 +29,7 @@ const ArmResult* find_ok(const RunResult& run, Arm arm) {
 // -0.0 vs 0.0 difference is a real difference in what the arms computed.
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-nlohmann::json phase_averages(const ArmResult& r) {
-  // Averages over the timed steps: where the time of a step goes.
-  struct Acc {
-    double device_s = 0, host_s = 0;
-    bool on_device = true;  // false once any step reports the phase as host-only (-1)
-    std::uint64_t bytes = 0;
-    std::int64_t params = 0;
-    int n = 0;
-  };
-  std::map<std::string, Acc> acc;
-  const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
-  for (std::size_t i = first; i < r.samples.size(); ++i) {
-    for (const auto& [name, p] : r.samples[i].phases) {
-      Acc& a = acc[name];
-      if (p.device_s < 0) a.on_device = false;
-      a.device_s += p.device_s;
-      a.host_s += p.host_s;
-      a.bytes += p.bytes;
-      a.params += p.params;
-      ++a.n;
-    }
-  }
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [name, a] : acc) {
-    out[name] = {{"host_s", finite_or_null(a.host_s / a.n)},
-                 {"device_s", a.on_device ? finite_or_null(a.device_s / a.n)
-                                          : nlohmann::json(nullptr)},
-                 {"bytes", a.bytes / static_cast<std::uint64_t>(a.n)},
-                 {"params", a.params / a.n}};
-  }
-  return out;
-}
-
-nlohmann::ordered_json arm_json(const ArmResult& r) {
+nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
   nlohmann::json losses = nlohmann::json::array();
   for (const auto& s : r.samples) losses.push_back(finite_or_null(s.loss));
   nlohmann::json times = nlohmann::json::array();
@@ -96,13 +64,19 @@ nlohmann::ordered_json arm_json(const ArmResult& r) {
       {"register_s", finite_or_null(r.register_s)},
       {"setup_s", finite_or_null(r.setup_s)},
       {"adam_threads", r.adam_threads},
+      {"schedule", r.schedule},
+      {"placement", nlohmann::json(r.placement)},
+      {"bound", r.ok ? nlohmann::json(r.bound) : nlohmann::json(nullptr)},
+      {"wall_s", measured(r.wall_s)},
+      {"host_mapped_bytes", r.host_mapped_bytes},
       {"device_name", r.device_info.name},
-      {"phases", phase_averages(r)},
+      {"phases", phases_json(r)},
   };
   if (r.gpus != 1 || !r.ranks.empty()) {
     j["gpus"] = r.gpus;
     j["ranks"] = rank_results_json(r.ranks);
   }
+  add_arm_details(j, run, r);
   if (!r.ok) j["error"] = r.error;
   return j;
 }
@@ -116,10 +90,12 @@ std::int64_t workload_params(const RunConfig& c) {
   return 2 * v * h + n * (8 * h * h + 5 * h);
 }
 
-Validation validate_arms(const RunResult& run) {
-  Validation v;
+namespace {
+
+// The arms of one configuration; `v` accumulates over configurations.
+void validate_arm_list(const std::vector<ArmResult>& arms, Validation& v) {
   const ArmResult* ref = nullptr;
-  for (const auto& a : run.arms) {
+  for (const auto& a : arms) {
     if (!a.ok) continue;
     ++v.compared_arms;
     if (ref == nullptr) {
@@ -159,6 +135,28 @@ Validation validate_arms(const RunResult& run) {
       }
     }
   }
+}
+
+}  // namespace
+
+Validation validate_arms(const RunResult& run) {
+  Validation v;
+  if (run.sweep.empty()) {
+    validate_arm_list(run.arms, v);
+  } else {
+    for (const SweepPoint& point : run.sweep) {
+      const std::string before = v.first_difference;
+      validate_arm_list(point.arms, v);
+      if (v.first_difference != before && before.empty()) {
+        v.first_difference = fmt::format("chunk_elems={} sub_group_size={}: {}",
+                                         point.chunk_elems, point.sub_group_size,
+                                         v.first_difference);
+      }
+    }
+  }
+  v.first_round_difference = first_round_difference(run);
+  v.rounds_equal = v.first_round_difference.empty();
+  if (v.first_difference.empty()) v.first_difference = v.first_round_difference;
   return v;
 }
 
@@ -170,7 +168,40 @@ std::optional<double> speedup(const RunResult& run) {
   return unreg->step_avg_s / reg->step_avg_s;
 }
 
+namespace {
+
+// One configuration's arms as a RunResult of their own, for the per-configuration reports.
+RunResult point_result(const RunResult& run, const SweepPoint& point) {
+  RunResult r;
+  r.config = run.config;
+  r.config.chunk_elems = point.chunk_elems;
+  r.config.sub_group_size = point.sub_group_size;
+  r.arms = point.arms;
+  // The rounds kept in the run are those of the first configuration (the top level's).
+  if (run.sweep.empty() || &point == &run.sweep.front()) r.rounds = run.rounds;
+  return r;
+}
+
+std::string render_arms_table(const RunResult& run);
+
+}  // namespace
+
 std::string render_table(const RunResult& run) {
+  if (run.sweep.size() <= 1) return render_arms_table(run);
+  std::string out;
+  for (std::size_t i = 0; i < run.sweep.size(); ++i) {
+    const SweepPoint& point = run.sweep[i];
+    if (i > 0) out += "\n";
+    out += fmt::format("chunk_elems={} sub_group_size={}\n", point.chunk_elems,
+                       point.sub_group_size);
+    out += render_arms_table(point_result(run, point));
+  }
+  return out;
+}
+
+namespace {
+
+std::string render_arms_table(const RunResult& run) {
   std::string out = fmt::format("{:<14}{:>14}{:>14}{:>15}\n", "arm", "avg step (s)",
                                 "min step (s)", "GPU peak (GB)");
   for (const auto& a : run.arms) {
@@ -195,10 +226,12 @@ std::string render_table(const RunResult& run) {
   return out;
 }
 
+}  // namespace
+
 nlohmann::ordered_json driver_result_json(const RunResult& run) {
   const RunConfig& c = run.config;
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& a : run.arms) j[to_string(a.arm)] = arm_json(a);
+  for (const auto& a : run.arms) j[to_string(a.arm)] = arm_json(run, a);
   const auto s = speedup(run);
   j["speedup"] = s ? finite_or_null(*s) : nlohmann::json(nullptr);
   j["schema_version"] = kSchemaVersion;
@@ -220,20 +253,43 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["validation"] = {{"ok", v.ok()},
                      {"checksums_equal", v.checksums_equal},
                      {"losses_equal", v.losses_equal},
+                     {"rounds_equal", v.rounds_equal},
                      {"compared_arms", v.compared_arms},
                      {"first_difference", v.first_difference.empty()
                                               ? nlohmann::json(nullptr)
                                               : nlohmann::json(v.first_difference)}};
+  // One entry per configuration (one in all when there is no sweep); the top-level arm keys
+  // and speedup above are those of the first (compatibility).
+  nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
+  const std::vector<SweepPoint> points =
+      run.sweep.empty() ? std::vector<SweepPoint>{{c.chunk_elems, c.sub_group_size, run.arms}}
+                        : run.sweep;
+  for (const SweepPoint& point : points) {
+    nlohmann::ordered_json e = {{"chunk_elems", point.chunk_elems},
+                                {"sub_group_size", point.sub_group_size}};
+    const RunResult part = point_result(run, point);
+    for (const auto& a : point.arms) e[to_string(a.arm)] = arm_json(part, a);
+    const auto ps = speedup(part);
+    e["speedup"] = ps ? finite_or_null(*ps) : nlohmann::json(nullptr);
+    sweep.push_back(std::move(e));
+  }
+  j["sweep"] = std::move(sweep);
+  j["workload"]["schedule"] = to_string(c.schedule);
   j["tool"] = {{"name", "zero3-offload-bench"}, {"version", run.tool_version}};
   j["host"] = {{"hostname", run.hostname}};
   j["started_utc"] = run.started_utc;
   j["interrupted"] = run.interrupted.empty() ? nlohmann::json(nullptr)
                                              : nlohmann::json(run.interrupted);
+  add_run_details(j, run);
   return j;
 }
 
 std::string render_stdout(const RunResult& run) {
-  return render_table(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
+  // The Python script's lines keep their form and order (table, speedup, DRIVERRESULT); the
+  // "# " header and the phase and registration sections are additions around them.
+  return render_environment_header(run) + render_table(run) + render_phase_section(run) +
+         render_registration_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) +
+         "\n";
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

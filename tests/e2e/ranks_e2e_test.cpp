@@ -254,7 +254,7 @@ INSTANTIATE_TEST_SUITE_P(E2E, RankFault,
 TEST(RanksE2E, GpusFlagIsValidated) {
   for (const auto& bad : std::vector<std::vector<std::string>>{
            {"--gpus", "0"}, {"--gpus", "65"}, {"--gpus", "two"},
-           {"--gpus", "2", "--offload-param"}}) {
+           {"--gpus", "2", "--offload-param"}, {"--gpus", "2", "--schedule", "overlap"}}) {
     const Result r = run_bench(tiny(bad));
     EXPECT_EQ(r.rc, 2) << bad[1] << ": " << r.err;
   }
