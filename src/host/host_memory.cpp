@@ -4,6 +4,7 @@
 // so that release() undoes exactly those, in the order unregister -> munlock -> munmap, both
 // in the destructor and when the constructor fails half-way.
 #include "zob/host_memory.hpp"
+#include "zob/thread_pool.hpp"
 
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -96,7 +97,8 @@ HostMemoryCounters host_memory_counters() {
           g_mapped.load(), g_peak_mapped.load()};
 }
 
-HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name)
+HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name,
+                       ThreadPool* first_touch)
     : bytes_(bytes), mode_(mode), device_(device), name_(std::move(name)),
       registration_method_("none") {
   const std::size_t page = page_size();
@@ -129,6 +131,14 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
   // set-up, and Adam's streaming sweeps take fewer TLB misses. Every arm gets the same, so
   // the comparison stays fair; where THP is off this fails harmlessly (EINVAL) and is ignored.
   if (mapped_bytes_ >= (std::size_t{2} << 20)) (void)madvise(p, mapped_bytes_, MADV_HUGEPAGE);
+  if (first_touch != nullptr) {
+    char* base = static_cast<char*>(p);
+    // Whole 2 MiB blocks per thread, so each huge page is faulted by one thread.
+    first_touch->parallel_for(static_cast<std::int64_t>(mapped_bytes_),
+                              [base](std::int64_t lo, std::int64_t hi) {
+                                std::memset(base + lo, 0, static_cast<std::size_t>(hi - lo));
+                              }, std::int64_t{2} << 20);
+  }
   add(g_mapped, g_peak_mapped, mapped_bytes_);
   if (mode == HostMemoryMode::pageable) return;
 

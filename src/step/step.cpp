@@ -151,20 +151,14 @@ void ArmRunner::setup() {
   // ---- host state ----
   const HostMemoryMode pinned = pinned_mode_for(arm_);
   const auto P4 = static_cast<std::size_t>(P) * 4;
-  master_ = HostBuffer(P4, pinned, &dev_, "fp32 master");
-  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients");
-  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg");
-  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq");
+  master_ = HostBuffer(P4, pinned, &dev_, "fp32 master", pool_.get());
+  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients", pool_.get());
+  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
+  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) pbf16_ = HostBuffer(static_cast<std::size_t>(P) * 2, pinned, &dev_,
-                                     "bf16 parameters");
+                                     "bf16 parameters", pool_.get());
   initial_parameters(layout_, c.seed, master_.as<float>());
-  // Zero in parallel: it also faults the pages in, so step 1 does not pay for that.
-  for (HostBuffer* b : {&grads_, &exp_avg_, &exp_avg_sq_}) {
-    char* p = b->as<char>();
-    pool_->parallel_for(static_cast<std::int64_t>(P4), [p](std::int64_t lo, std::int64_t hi) {
-      std::memset(p + lo, 0, static_cast<std::size_t>(hi - lo));
-    }, 4096);
-  }
+  // grads, exp_avg and exp_avg_sq are zero: first-touched (zeroed) by the pool above.
 
   // ---- device state ----
   const step_detail::DeviceSizes ds = step_detail::device_sizes(c, layout_);
