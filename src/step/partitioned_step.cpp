@@ -153,11 +153,15 @@ void RankRunner::setup() {
   const std::int64_t S = shards_.total;
   const auto S4 = static_cast<std::size_t>(S) * 4;
   const HostMemoryMode pinned = pinned_mode_for(arm_);
-  master_ = HostBuffer(S4, pinned, &dev_, "fp32 master shard");
-  grads_ = HostBuffer(S4, pinned, &dev_, "fp32 gradient shard");
-  exp_avg_ = HostBuffer(S4, HostMemoryMode::pageable, &dev_, "Adam exp_avg shard");
-  exp_avg_sq_ = HostBuffer(S4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq shard");
+  // First-touched (zeroed) by the pool, as in step.cpp; runtime-allocated memory (hostalloc)
+  // is not, and is zeroed below: the master's padding must be zero.
+  master_ = HostBuffer(S4, pinned, &dev_, "fp32 master shard", pool_.get());
+  grads_ = HostBuffer(S4, pinned, &dev_, "fp32 gradient shard", pool_.get());
+  exp_avg_ = HostBuffer(S4, HostMemoryMode::pageable, &dev_, "Adam exp_avg shard", pool_.get());
+  exp_avg_sq_ = HostBuffer(S4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq shard",
+                           pool_.get());
   for (HostBuffer* b : {&master_, &grads_, &exp_avg_, &exp_avg_sq_}) {
+    if (b->mode() != HostMemoryMode::device_host) continue;
     char* p = b->as<char>();
     pool_->parallel_for(static_cast<std::int64_t>(S4), [p](std::int64_t lo, std::int64_t hi) {
       std::memset(p + lo, 0, static_cast<std::size_t>(hi - lo));
