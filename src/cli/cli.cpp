@@ -319,6 +319,13 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
 
   CliCommand cmd;
   if (adam->parsed()) {
+    // Run flags next to `adam` would be ignored silently: refuse them instead.
+    for (const CLI::Option* opt : app.get_options()) {
+      if (opt->count() > 0) {
+        throw UsageError(opt->get_name() + " is a flag of the benchmark run, not of adam; give "
+                         "adam only --params, --threads, --repeats and --json");
+      }
+    }
     cmd.kind = CliCommand::Kind::adam;
     cmd.adam.params = parse_integer_flag("adam --params", adam_params, 1, kMaxElems);
     cmd.adam.threads =
@@ -347,6 +354,10 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
     throw UsageError("--device: unknown device '" + device + "'; use auto, cpu, cuda or xpu");
   }
   c.device_index = static_cast<int>(parse_integer_flag("--device-index", device_index, 0, 1023));
+  if (c.device == DeviceKind::cpu && c.device_index != 0) {
+    throw UsageError(fmt::format("--device-index {}: the cpu device has only index 0; leave "
+                                 "--device-index out with --device cpu", c.device_index));
+  }
   c.arms = parse_arm_list(arms);
   c.loop = offload_param ? Loop::offload_param : Loop::copy_back;
   c.chunk_elems = parse_integer_flag("--chunk-elems", chunk, 1, kMaxElems);
