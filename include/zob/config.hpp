@@ -46,6 +46,9 @@ struct RunConfig {
   std::uint64_t seed = 42;
   std::string json_path;  // empty: no file
   double timeout_s = 0;   // per arm; 0 = no limit
+  int repeats = 1;          // rounds of all arms, interleaved (A B A B ...), each arm a fresh child
+  std::string trace_path;   // --trace FILE: Chrome trace of every arm run; empty: none
+  bool skip_preflight = false;  // --skip-preflight
 
   std::int64_t tokens() const { return batch * seq; }
 };

@@ -10,6 +10,7 @@
 
 #include "zob/config.hpp"
 #include "zob/device.hpp"
+#include "zob/environment.hpp"
 
 namespace zob {
 
@@ -80,6 +81,15 @@ struct RunResult {
   std::string tool_version;
   std::string hostname;     // where it ran (reported in DRIVERRESULT "host")
   std::string interrupted;  // "SIGINT" / "SIGTERM" when the run was cut short; "" otherwise
+
+  // With --repeats R: every arm run, rounds[r][i] = round r+1 of config.arms[i] (a round cut
+  // short by a signal may be shorter). `arms` then holds each arm over all rounds (see
+  // combine_rounds in src/report). Empty when the run result was built without rounds.
+  std::vector<std::vector<ArmResult>> rounds;
+  // What the run was measured on; has_environment is false where nothing was collected.
+  bool has_environment = false;
+  HostEnvironment host;
+  DeviceInfo device_info;
 };
 
 }  // namespace zob

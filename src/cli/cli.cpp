@@ -33,6 +33,7 @@ constexpr std::int64_t kMaxSteps = 1'000'000;
 constexpr std::int64_t kMaxThreads = 4096;
 constexpr std::int64_t kMaxElems = std::int64_t{1} << 50;
 constexpr double kMaxTimeoutS = 1e7;
+constexpr std::int64_t kMaxRepeats = 10'000;
 
 std::string range_text(std::int64_t min, std::int64_t max) {
   return fmt::format("a whole number from {} to {}", min, max);
@@ -161,6 +162,7 @@ void validate_run_config(const RunConfig& c) {
   in("--chunk-elems", c.chunk_elems, 1, kMaxElems);
   in("--sub-group-size", c.sub_group_size, 1, kMaxElems);
   in("--threads", c.threads, 1, kMaxThreads);
+  in("--repeats", c.repeats, 1, kMaxRepeats);
   if (!(c.timeout_s >= 0) || !std::isfinite(c.timeout_s) || c.timeout_s > kMaxTimeoutS) {
     throw UsageError(fmt::format("--timeout {} is out of range; give 0 (no limit) to {:g} "
                                  "seconds", c.timeout_s, kMaxTimeoutS));
@@ -267,6 +269,10 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   std::string json_path;
   bool json_given = false;
   std::string timeout = "0";
+  std::string repeats = "1";
+  std::string trace_path;
+  bool skip_preflight = false;
+  bool list_devices = false;
 
   app.add_option("--hidden", hidden, "hidden size h")->capture_default_str()->type_name("N");
   app.add_option("--layers", layers, "number of blocks")->capture_default_str()->type_name("N");
@@ -291,6 +297,26 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   auto* json_opt = app.add_option("--json", json_path, "also write DRIVERRESULT (pretty) here")
                        ->type_name("FILE");
   app.add_option("--timeout", timeout, "seconds per arm, 0 = no limit")->capture_default_str()->type_name("SECONDS");
+  app.add_option("--repeats", repeats, "rounds of all arms, interleaved, each a fresh process")
+      ->capture_default_str()->type_name("N");
+  auto* trace_opt = app.add_option("--trace", trace_path,
+                                   "write a Chrome trace (Perfetto) of every arm run here")
+                        ->type_name("FILE");
+  app.add_flag("--skip-preflight", skip_preflight,
+               "skip the memory / memlock checks made before any arm starts");
+  app.add_flag("--list-devices", list_devices,
+               "probe cpu, cuda and xpu and say what is available (or why not)");
+
+  CLI::App* compare = app.add_subcommand(
+      "compare", "saved results (--json files or captured stdout) side by side");
+  std::vector<std::string> compare_files;
+  bool compare_force = false;
+  std::string compare_json;
+  compare->add_option("files", compare_files, "two or more result files")->type_name("FILE");
+  compare->add_flag("--force", compare_force, "compare even when the workloads differ");
+  auto* compare_json_opt =
+      compare->add_option("--json", compare_json, "also write the comparison here")
+          ->type_name("FILE");
 
   CLI::App* adam = app.add_subcommand("adam", "CPU Adam throughput vs a same-run bandwidth probe");
   std::string adam_params = "500000000";
@@ -318,6 +344,20 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   json_given = json_opt->count() > 0;
 
   CliCommand cmd;
+  if (compare->parsed()) {
+    cmd.kind = CliCommand::Kind::compare;
+    if (compare_files.size() < 2) {
+      throw UsageError(fmt::format("compare needs at least two result files, got {}; give e.g. "
+                                   "compare cuda.json xpu.json", compare_files.size()));
+    }
+    cmd.compare.files = compare_files;
+    cmd.compare.force = compare_force;
+    if (compare_json_opt->count() > 0) {
+      check_output_path_writable(compare_json, "compare --json");
+      cmd.compare_json_path = compare_json;
+    }
+    return cmd;
+  }
   if (adam->parsed()) {
     // Run flags next to `adam` would be ignored silently: refuse them instead.
     for (const CLI::Option* opt : app.get_options()) {
@@ -365,7 +405,17 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   c.threads = static_cast<int>(parse_integer_flag("--threads", threads, 1, kMaxThreads));
   c.seed = parse_unsigned_flag("--seed", seed);
   c.timeout_s = parse_seconds_flag("--timeout", timeout, kMaxTimeoutS);
+  c.repeats = static_cast<int>(parse_integer_flag("--repeats", repeats, 1, kMaxRepeats));
+  c.skip_preflight = skip_preflight;
   validate_run_config(c);
+  if (list_devices) {
+    cmd.kind = CliCommand::Kind::list_devices;
+    return cmd;
+  }
+  if (trace_opt->count() > 0) {
+    check_output_path_writable(trace_path, "--trace");
+    c.trace_path = trace_path;
+  }
   if (json_given) {
     check_output_path_writable(json_path, "--json");
     c.json_path = json_path;

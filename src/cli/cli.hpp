@@ -6,17 +6,20 @@
 #include <vector>
 
 #include "zob/adam_bench.hpp"
+#include "zob/compare.hpp"
 #include "zob/config.hpp"
 
 namespace zob {
 
 struct CliCommand {
-  enum class Kind { run, adam, exit_now };
+  enum class Kind { run, adam, exit_now, compare, list_devices };
   Kind kind = Kind::run;
-  RunConfig run;               // Kind::run
+  RunConfig run;               // Kind::run, Kind::list_devices (device index, timeout)
   AdamBenchOptions adam;       // Kind::adam
   std::string adam_json_path;  // Kind::adam, "" = none
   int exit_code = 0;           // Kind::exit_now (--help, --version)
+  CompareOptions compare;      // Kind::compare
+  std::string compare_json_path;  // Kind::compare, "" = none
 };
 
 // Parses argv (argv[0] is the program). --help / --version print to stdout and give exit_now.

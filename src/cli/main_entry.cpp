@@ -11,6 +11,7 @@
 #include "report/json_util.hpp"
 #include "report/report.hpp"
 #include "zob/adam_bench.hpp"
+#include "zob/compare.hpp"
 #include "zob/errors.hpp"
 #include "zob/exit_codes.hpp"
 
@@ -58,6 +59,16 @@ int run_adam(const CliCommand& cmd) {
   return exit_code::ok;
 }
 
+int run_compare(const CliCommand& cmd) {
+  const Comparison c = compare_results(cmd.compare);
+  std::fwrite(c.text.data(), 1, c.text.size(), stdout);
+  std::fflush(stdout);
+  if (!cmd.compare_json_path.empty()) {
+    write_file_atomically(cmd.compare_json_path, dump_json(c.doc, 2) + "\n");
+  }
+  return exit_code::ok;
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -71,6 +82,8 @@ int cli_main(int argc, char** argv) {
       case CliCommand::Kind::exit_now: return cmd.exit_code;
       case CliCommand::Kind::adam: return run_adam(cmd);
       case CliCommand::Kind::run: return run_driver(cmd.run);
+      case CliCommand::Kind::compare: return run_compare(cmd);
+      case CliCommand::Kind::list_devices: return run_list_devices(cmd.run);
     }
   } catch (const UsageError& e) {
     print_error(e.what());

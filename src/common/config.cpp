@@ -62,6 +62,8 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"sub_group_size", c.sub_group_size}, {"threads", c.threads},
       {"seed", c.seed},               {"json_path", c.json_path},
       {"timeout_s", c.timeout_s},
+      {"repeats", c.repeats},         {"trace_path", c.trace_path},
+      {"skip_preflight", c.skip_preflight},
   };
 }
 
@@ -87,6 +89,10 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.seed = j.at("seed").get<std::uint64_t>();
   c.json_path = j.at("json_path").get<std::string>();
   c.timeout_s = j.at("timeout_s").get<double>();
+  // Optional: added after the first release of the format.
+  c.repeats = j.value("repeats", 1);
+  c.trace_path = j.value("trace_path", std::string());
+  c.skip_preflight = j.value("skip_preflight", false);
 }
 
 }  // namespace zob

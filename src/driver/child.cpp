@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -78,9 +81,22 @@ void apply_test_fault(Arm arm, int fd) {
     ::_exit(0);
   } else if (kind == "noresult") {
     ::_exit(0);
+  } else if (kind == "perturb") {
+    return;  // applied to the result, see perturb_for_test
   }
   std::fprintf(stderr, "zero3-offload-bench: notice: ignoring ZOB_TEST_CHILD_FAULT kind '%s'\n",
                kind.c_str());
+}
+
+// ZOB_TEST_CHILD_FAULT=<arm>:perturb: the arm runs normally, then 1 ulp is added to the loss
+// of its first timed step, as if that arm had computed something different: the parent's
+// validation must catch it and name the step.
+void perturb_for_test(ArmResult& r) {
+  const char* spec = std::getenv("ZOB_TEST_CHILD_FAULT");
+  if (spec == nullptr || std::string(spec) != std::string(to_string(r.arm)) + ":perturb") return;
+  const auto i = static_cast<std::size_t>(std::max(r.warmup, 0));
+  if (!r.ok || i >= r.samples.size()) return;
+  r.samples[i].loss = std::nextafter(r.samples[i].loss, std::numeric_limits<float>::infinity());
 }
 
 }  // namespace
@@ -131,6 +147,7 @@ int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
     code = 1;
   }
   r.arm = arm;
+  perturb_for_test(r);
   r.pid = static_cast<int>(::getpid());
   if (!r.ok && r.error.empty()) {
     r.error = "the arm reported failure without a reason";

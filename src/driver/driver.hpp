@@ -11,6 +11,9 @@ namespace zob {
 
 // The whole run: probe, arms, validation, reports. Returns the process exit code.
 int run_driver(const RunConfig& config);
+// --list-devices: a probe child per backend (cpu, cuda, xpu at config.device_index); prints
+// one line each, what is available or why not. Returns 0.
+int run_list_devices(const RunConfig& config);
 
 // Hidden entry points (argv built by the parent; see process.cpp). Each writes one JSON
 // document to result_fd and returns the exit code.

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -11,11 +12,15 @@
 
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
+#include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "report/report.hpp"
+#include "zob/environment.hpp"
 #include "zob/errors.hpp"
 #include "zob/exit_codes.hpp"
+#include "zob/preflight.hpp"
 #include "zob/step.hpp"
+#include "zob/trace.hpp"
 
 namespace zob {
 
@@ -125,36 +130,36 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
   return r;
 }
 
-// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
-std::uint64_t host_memory_available() {
-  std::FILE* f = std::fopen("/proc/meminfo", "re");
-  if (f == nullptr) return 0;
-  char line[256];
-  std::uint64_t kib = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long long v = 0;
-    if (std::sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
-      kib = v;
-      break;
-    }
+void warning_line(const std::string& text) {
+  std::string line = "zero3-offload-bench: warning: " + text;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
   }
-  std::fclose(f);
-  return kib * 1024;
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
 }
 
-// Refuses (exit 2, before any child) a model whose host buffers cannot fit: an arm that runs
-// out of host memory would be OOM-killed after minutes of setup instead.
-void preflight_host_memory(const RunConfig& config) {
-  const MemoryPlan plan = plan_memory(config);
-  const std::uint64_t need = plan.host_pinned_bytes + plan.host_pageable_bytes;
-  const std::uint64_t available = host_memory_available();
-  if (available != 0 && need > available) {
-    throw UsageError(fmt::format("one arm needs {:.2f} GB of host memory (offload buffers and Adam "
-                                 "states) but only {:.2f} GB is available; choose a smaller "
-                                 "--hidden, --layers or --vocab",
-                                 static_cast<double>(need) / 1e9,
-                                 static_cast<double>(available) / 1e9));
+// --trace: every arm run that produced steps, "registered", "registered #2", ... False when
+// the file could not be written (the results are still on stdout).
+bool write_trace(const RunResult& run) {
+  if (run.config.trace_path.empty()) return true;
+  std::vector<TracedRun> traced;
+  for (std::size_t k = 0; k < run.rounds.size(); ++k) {
+    for (const auto& a : run.rounds[k]) {
+      if (a.samples.empty()) continue;
+      traced.push_back({k == 0 ? std::string(to_string(a.arm))
+                               : fmt::format("{} #{}", to_string(a.arm), k + 1),
+                        &a});
+    }
   }
+  try {
+    write_json_file(run.config.trace_path, chrome_trace(traced));
+  } catch (const std::exception& e) {
+    error_line(e.what());
+    return false;
+  }
+  return true;
 }
 
 int exit_code_for_signal(int sig) {
@@ -211,13 +216,16 @@ std::string describe_signal(int sig) {
 }
 
 int run_driver(const RunConfig& config) {
-  preflight_host_memory(config);
   install_driver_signal_handlers();
   RunResult run;
   run.config = config;
   run.started_utc = now_utc();
   run.tool_version = ZOB_VERSION;
   run.hostname = host_name();
+  run.host = collect_host_environment();
+  // Pre-flight, host part first (device memory unknown yet): a model the host cannot hold is
+  // refused before even the probe runs; the device part follows the probe.
+  if (!config.skip_preflight) preflight_check(config, plan_memory(config), run.host, 0);
 
   // 1. Probe: resolve --device in a child, so the parent never loads a device runtime.
   const ChildOutcome probe = run_child(child_args(kProbeFlag, "", config), config.timeout_s);
@@ -253,6 +261,13 @@ int run_driver(const RunConfig& config) {
   RunConfig resolved = config;
   resolved.device = parse_device_kind(info.backend);
   run.config.device = resolved.device;
+  run.device_info = info;
+  run.has_environment = true;
+  // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
+  // half-way with memory locked.
+  if (!config.skip_preflight) {
+    preflight_check(resolved, plan_memory(resolved), run.host, info.total_memory_bytes);
+  }
   std::string name = info.name;
   for (char& ch : name) {
     if (ch == '\n' || ch == '\r') ch = ' ';
@@ -262,40 +277,56 @@ int run_driver(const RunConfig& config) {
   for (Arm a : config.arms) std::fprintf(stderr, " %s", to_string(a));
   std::fprintf(stderr, "\n");
 
-  // 2. One child per arm, sequentially, in --arms order.
+  // 2. One child per arm, in --arms order; with --repeats R, R such rounds (A B A B ...), so
+  // slow drifts of the machine hit every arm alike.
   int stopped_by = 0;
-  for (Arm arm : config.arms) {
-    if (stopped_by != 0) {
-      run.arms.push_back(failed_arm(resolved, arm, info, 0,
-                                    "not run: interrupted by " + describe_signal(stopped_by)));
-      continue;
+  const int rounds = std::max(config.repeats, 1);
+  for (int k = 0; k < rounds && stopped_by == 0; ++k) {
+    std::vector<ArmResult> results;
+    for (Arm arm : config.arms) {
+      const std::string label =
+          rounds > 1 ? fmt::format("{} (round {}/{})", to_string(arm), k + 1, rounds)
+                     : std::string(to_string(arm));
+      if (stopped_by != 0) {
+        results.push_back(failed_arm(resolved, arm, info, 0,
+                                     "not run: interrupted by " + describe_signal(stopped_by)));
+        continue;
+      }
+      std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", label.c_str());
+      ChildOutcome o;
+      try {
+        o = run_child(child_args(kChildFlag, to_string(arm), resolved), config.timeout_s);
+      } catch (const std::exception& e) {
+        results.push_back(failed_arm(resolved, arm, info, 0,
+                                     std::string("could not start the child: ") + e.what()));
+        continue;
+      }
+      ArmResult r = collect_arm(resolved, arm, info, o);
+      if (!r.ok) error_line(fmt::format("arm {}: {}", label, r.error));
+      results.push_back(std::move(r));
+      if (o.stopped_by != 0) stopped_by = o.stopped_by;
+      else if (stop_signal() != 0) stopped_by = stop_signal();
     }
-    std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
-    ChildOutcome o;
-    try {
-      o = run_child(child_args(kChildFlag, to_string(arm), resolved), config.timeout_s);
-    } catch (const std::exception& e) {
-      run.arms.push_back(failed_arm(resolved, arm, info, 0,
-                                    std::string("could not start the child: ") + e.what()));
-      continue;
-    }
-    ArmResult r = collect_arm(resolved, arm, info, o);
-    if (!r.ok) error_line(fmt::format("arm {}: {}", to_string(arm), r.error));
-    run.arms.push_back(std::move(r));
-    if (o.stopped_by != 0) stopped_by = o.stopped_by;
-    else if (stop_signal() != 0) stopped_by = stop_signal();
+    run.rounds.push_back(std::move(results));
   }
+  for (Arm arm : config.arms) run.arms.push_back(combine_rounds(runs_of(run, arm)));
   if (stopped_by != 0) run.interrupted = signal_name(stopped_by);
 
   // 3. Reports, then the exit code.
+  for (const auto& w : spread_warnings(run)) warning_line(w);
   const bool written = print_reports(run);
+  const bool traced = write_trace(run);
   if (stopped_by != 0) return exit_code_for_signal(stopped_by);
-  bool failed = !written;
+  bool failed = !written || !traced;
   for (const auto& a : run.arms) failed = failed || !a.ok;
   const Validation v = validate_arms(run);
   if (!v.ok()) {
-    error_line("the arms disagree: " + v.first_difference +
-               "; the kind of host memory must not change the numbers (report this as a bug)");
+    error_line(v.losses_equal && v.checksums_equal
+                   ? "the rounds disagree: " + v.first_difference +
+                         "; a fresh process must compute the same numbers (report this as a bug)"
+                   : "the arms disagree: " + v.first_difference +
+                         "; the kind of host memory must not change the numbers (report this "
+                         "as a bug)");
   }
   return failed || !v.ok() ? exit_code::arm_failed : exit_code::ok;
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "zob/errors.hpp"
 
@@ -28,40 +29,7 @@ const ArmResult* find_ok(const RunResult& run, Arm arm) {
 // -0.0 vs 0.0 difference is a real difference in what the arms computed.
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-nlohmann::json phase_averages(const ArmResult& r) {
-  // Averages over the timed steps: where the time of a step goes.
-  struct Acc {
-    double device_s = 0, host_s = 0;
-    bool on_device = true;  // false once any step reports the phase as host-only (-1)
-    std::uint64_t bytes = 0;
-    std::int64_t params = 0;
-    int n = 0;
-  };
-  std::map<std::string, Acc> acc;
-  const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
-  for (std::size_t i = first; i < r.samples.size(); ++i) {
-    for (const auto& [name, p] : r.samples[i].phases) {
-      Acc& a = acc[name];
-      if (p.device_s < 0) a.on_device = false;
-      a.device_s += p.device_s;
-      a.host_s += p.host_s;
-      a.bytes += p.bytes;
-      a.params += p.params;
-      ++a.n;
-    }
-  }
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [name, a] : acc) {
-    out[name] = {{"host_s", finite_or_null(a.host_s / a.n)},
-                 {"device_s", a.on_device ? finite_or_null(a.device_s / a.n)
-                                          : nlohmann::json(nullptr)},
-                 {"bytes", a.bytes / static_cast<std::uint64_t>(a.n)},
-                 {"params", a.params / a.n}};
-  }
-  return out;
-}
-
-nlohmann::ordered_json arm_json(const ArmResult& r) {
+nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
   nlohmann::json losses = nlohmann::json::array();
   for (const auto& s : r.samples) losses.push_back(finite_or_null(s.loss));
   nlohmann::json times = nlohmann::json::array();
@@ -97,8 +65,9 @@ nlohmann::ordered_json arm_json(const ArmResult& r) {
       {"setup_s", finite_or_null(r.setup_s)},
       {"adam_threads", r.adam_threads},
       {"device_name", r.device_info.name},
-      {"phases", phase_averages(r)},
+      {"phases", phases_json(r)},
   };
+  add_arm_details(j, run, r);
   if (!r.ok) j["error"] = r.error;
   return j;
 }
@@ -155,6 +124,9 @@ Validation validate_arms(const RunResult& run) {
       }
     }
   }
+  v.first_round_difference = first_round_difference(run);
+  v.rounds_equal = v.first_round_difference.empty();
+  if (v.first_difference.empty()) v.first_difference = v.first_round_difference;
   return v;
 }
 
@@ -194,7 +166,7 @@ std::string render_table(const RunResult& run) {
 nlohmann::ordered_json driver_result_json(const RunResult& run) {
   const RunConfig& c = run.config;
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& a : run.arms) j[to_string(a.arm)] = arm_json(a);
+  for (const auto& a : run.arms) j[to_string(a.arm)] = arm_json(run, a);
   const auto s = speedup(run);
   j["speedup"] = s ? finite_or_null(*s) : nlohmann::json(nullptr);
   j["schema_version"] = kSchemaVersion;
@@ -215,6 +187,7 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["validation"] = {{"ok", v.ok()},
                      {"checksums_equal", v.checksums_equal},
                      {"losses_equal", v.losses_equal},
+                     {"rounds_equal", v.rounds_equal},
                      {"compared_arms", v.compared_arms},
                      {"first_difference", v.first_difference.empty()
                                               ? nlohmann::json(nullptr)
@@ -224,11 +197,16 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["started_utc"] = run.started_utc;
   j["interrupted"] = run.interrupted.empty() ? nlohmann::json(nullptr)
                                              : nlohmann::json(run.interrupted);
+  add_run_details(j, run);
   return j;
 }
 
 std::string render_stdout(const RunResult& run) {
-  return render_table(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
+  // The Python script's lines keep their form and order (table, speedup, DRIVERRESULT); the
+  // "# " header and the phase and registration sections are additions around them.
+  return render_environment_header(run) + render_table(run) + render_phase_section(run) +
+         render_registration_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) +
+         "\n";
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

@@ -17,8 +17,10 @@ struct Validation {
   bool checksums_equal = true;
   bool losses_equal = true;
   int compared_arms = 0;          // ok arms taken into account
+  bool rounds_equal = true;       // every --repeats round of an arm agrees with its first
   std::string first_difference;   // "" when equal; else one line naming the step or checksum
-  bool ok() const { return checksums_equal && losses_equal; }
+  std::string first_round_difference;  // the first disagreement between rounds, or ""
+  bool ok() const { return checksums_equal && losses_equal && rounds_equal; }
 };
 Validation validate_arms(const RunResult& run);
 

@@ -98,7 +98,11 @@ nlohmann::json summarize_phases(const ArmResult& arm) {
     const Summary host = summarize(a.host_s);
     const double bytes = summarize(a.bytes).median;
     const double params = summarize(a.params).median;
-    nlohmann::json j{{"host_s", host.median}, {"host_s_stats", to_json(host)}, {"bytes", bytes}};
+    // bytes and params stay integers: the keys the earlier per-phase averages had.
+    nlohmann::json j{{"host_s", host.median},
+                     {"host_s_stats", to_json(host)},
+                     {"bytes", static_cast<std::uint64_t>(std::llround(bytes))},
+                     {"params", static_cast<std::int64_t>(std::llround(params))}};
     double time = host.median;
     if (!a.device_s.empty()) {
       const Summary dev = summarize(a.device_s);
@@ -110,7 +114,6 @@ nlohmann::json summarize_phases(const ArmResult& arm) {
     }
     j["gb_per_s"] = (time > 0 && bytes > 0) ? nlohmann::json(bytes / time / 1e9) : nlohmann::json(nullptr);
     if (params > 0) {
-      j["params"] = params;
       j["gparams_per_s"] = time > 0 ? nlohmann::json(params / time / 1e9) : nlohmann::json(nullptr);
     }
     out[name] = std::move(j);

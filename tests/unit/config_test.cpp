@@ -14,11 +14,15 @@ TEST(Config, JsonRoundTripKeepsEveryField) {
   c.loop = zob::Loop::offload_param;
   c.chunk_elems = 12345; c.sub_group_size = 777; c.threads = 3; c.seed = 99;
   c.json_path = "out.json"; c.timeout_s = 12.5;
+  c.repeats = 3; c.trace_path = "t.json"; c.skip_preflight = true;
   nlohmann::json j = c;
   zob::RunConfig d = j.get<zob::RunConfig>();
   EXPECT_EQ(nlohmann::json(d), j);
   EXPECT_EQ(d.arms, c.arms);
   EXPECT_EQ(d.loop, zob::Loop::offload_param);
+  EXPECT_EQ(d.repeats, 3);
+  EXPECT_EQ(d.trace_path, "t.json");
+  EXPECT_TRUE(d.skip_preflight);
 }
 
 TEST(Config, UnknownNamesAreUsageErrors) {

@@ -1,0 +1,300 @@
+#include "report/details.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "report/json_util.hpp"
+#include "zob/environment.hpp"
+
+namespace zob {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Phase rows in the order a step runs them; unknown phases (a newer step) follow by name.
+const char* const kPhaseOrder[] = {"forward", "backward", "grad_offload", "adam",
+                                   "copy_back", "param_fetch", "host_cast"};
+
+std::size_t timed_start(const ArmResult& r) {
+  return std::min(static_cast<std::size_t>(std::max(r.warmup, 0)), r.samples.size());
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+std::string bytes_text(std::uint64_t b) {
+  const double v = static_cast<double>(b);
+  if (v >= 1e9) return fmt::format("{:.2f} GB", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f} MB", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.2f} kB", v / 1e3);
+  return fmt::format("{} B", b);
+}
+
+double json_number(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : -1;
+}
+
+}  // namespace
+
+ArmResult combine_rounds(const std::vector<const ArmResult*>& runs) {
+  if (runs.empty()) return {};
+  const ArmResult* base = runs.front();
+  for (const ArmResult* r : runs) {
+    if (r->ok) {
+      base = r;
+      break;
+    }
+  }
+  ArmResult out = *base;
+  if (runs.size() == 1) return out;
+  out.samples.clear();
+  bool first = true;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const ArmResult& r = *runs[k];
+    if (!r.ok) {
+      if (out.ok) {
+        out.ok = false;
+        out.error = fmt::format("round {}: {}", k + 1, r.error);
+      }
+      continue;
+    }
+    const std::size_t from = first ? 0 : timed_start(r);
+    out.samples.insert(out.samples.end(), r.samples.begin() + static_cast<std::ptrdiff_t>(from),
+                       r.samples.end());
+    out.gpu_peak_gb = std::max(out.gpu_peak_gb, r.gpu_peak_gb);
+    first = false;
+  }
+  const std::vector<double> timed = out.timed_step_s();
+  if (!timed.empty()) {
+    const Summary s = summarize(timed);
+    out.step_avg_s = s.mean;
+    out.step_min_s = s.min;
+  }
+  return out;
+}
+
+std::vector<const ArmResult*> runs_of(const RunResult& run, Arm arm) {
+  std::vector<const ArmResult*> out;
+  if (run.rounds.empty()) {
+    for (const auto& a : run.arms) {
+      if (a.arm == arm) out.push_back(&a);
+    }
+    return out;
+  }
+  for (const auto& round : run.rounds) {
+    for (const auto& a : round) {
+      if (a.arm == arm) out.push_back(&a);
+    }
+  }
+  return out;
+}
+
+std::vector<double> round_speedups(const RunResult& run) {
+  const auto reg = runs_of(run, Arm::registered);
+  const auto unreg = runs_of(run, Arm::unregistered);
+  std::vector<double> out;
+  for (std::size_t k = 0; k < std::min(reg.size(), unreg.size()); ++k) {
+    if (!reg[k]->ok || !unreg[k]->ok) continue;
+    const double r = summarize(reg[k]->timed_step_s()).median;
+    const double u = summarize(unreg[k]->timed_step_s()).median;
+    if (r > 0 && std::isfinite(u)) out.push_back(u / r);
+  }
+  return out;
+}
+
+Summary step_summary(const ArmResult& arm) { return summarize(arm.timed_step_s()); }
+
+std::vector<std::string> spread_warnings(const RunResult& run) {
+  std::vector<std::string> out;
+  for (const auto& a : run.arms) {
+    if (!a.ok) continue;
+    const Summary s = step_summary(a);
+    if (s.n < 2 || !(s.rel_spread() > kSpreadWarning)) continue;
+    out.push_back(fmt::format(
+        "arm {}: step times spread {:.1f} % (stddev {:.4g} s / median {:.4g} s over {} timed "
+        "steps), above {:.0f} %: too noisy to trust; stop other work on the machine, or raise "
+        "--steps or --repeats",
+        to_string(a.arm), 100 * s.rel_spread(), s.stddev, s.median, s.n, 100 * kSpreadWarning));
+  }
+  return out;
+}
+
+std::string first_round_difference(const RunResult& run) {
+  for (Arm arm : run.config.arms) {
+    const auto runs = runs_of(run, arm);
+    const ArmResult* ref = nullptr;
+    std::size_t ref_round = 0;
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      const ArmResult& r = *runs[k];
+      if (!r.ok) continue;
+      if (ref == nullptr) {
+        ref = &r;
+        ref_round = k + 1;
+        continue;
+      }
+      const std::string who = fmt::format("arm {} round {} vs round {}", to_string(arm), k + 1,
+                                          ref_round);
+      if (r.samples.size() != ref->samples.size()) {
+        return fmt::format("{}: step count differs ({} vs {})", who, r.samples.size(),
+                           ref->samples.size());
+      }
+      for (std::size_t i = 0; i < r.samples.size(); ++i) {
+        if (!same_bits(r.samples[i].loss, ref->samples[i].loss)) {
+          return fmt::format("{}: loss of step {} ({}) differs: {:.9g} vs {:.9g}", who, i + 1,
+                             static_cast<int>(i) < ref->warmup ? "warmup" : "timed",
+                             r.samples[i].loss, ref->samples[i].loss);
+        }
+      }
+      if (r.param_checksum != ref->param_checksum) {
+        return fmt::format("{}: param_checksum differs: {} vs {}", who, r.param_checksum,
+                           ref->param_checksum);
+      }
+    }
+  }
+  return "";
+}
+
+std::optional<double> register_s_per_gib(const ArmResult& arm) {
+  if (arm.registered_bytes == 0 || !std::isfinite(arm.register_s)) return std::nullopt;
+  return arm.register_s / (static_cast<double>(arm.registered_bytes) / kGiB);
+}
+
+nlohmann::json phases_json(const ArmResult& arm) { return summarize_phases(arm); }
+
+void add_arm_details(nlohmann::ordered_json& j, const RunResult& run, const ArmResult& arm) {
+  const Summary s = step_summary(arm);
+  j["step_stats"] = arm.ok && s.n > 0 ? nlohmann::json(to_json(s)) : nlohmann::json(nullptr);
+  nlohmann::json rounds = nlohmann::json::array();
+  int k = 0;
+  for (const ArmResult* r : runs_of(run, arm.arm)) {
+    ++k;
+    const Summary rs = summarize(r->timed_step_s());
+    nlohmann::json e{{"round", k}, {"pid", r->pid}, {"ok", r->ok}};
+    e["step_avg_s"] = r->ok ? finite_or_null(r->step_avg_s) : nlohmann::json(nullptr);
+    e["step_median_s"] = r->ok && rs.n > 0 ? finite_or_null(rs.median) : nlohmann::json(nullptr);
+    e["param_checksum"] = r->param_checksum;
+    rounds.push_back(std::move(e));
+  }
+  j["rounds"] = rounds;
+  const auto per_gib = register_s_per_gib(arm);
+  j["register_s_per_gib"] = per_gib ? finite_or_null(*per_gib) : nlohmann::json(nullptr);
+}
+
+void add_run_details(nlohmann::ordered_json& j, const RunResult& run) {
+  j["repeats"] = run.config.repeats;
+  const std::vector<double> ratios = round_speedups(run);
+  if (ratios.empty()) {
+    j["speedup_median"] = nullptr;
+    j["speedup_interval"] = nullptr;
+  } else {
+    const MedianInterval m = median_interval(ratios);
+    j["speedup_median"] = finite_or_null(m.median);
+    j["speedup_interval"] = {{"low", finite_or_null(m.low)},
+                             {"high", finite_or_null(m.high)},
+                             {"confidence", m.confidence},
+                             {"method", m.method},
+                             {"rounds", ratios.size()}};
+  }
+  j["warnings"] = spread_warnings(run);
+  j["environment"] = run.has_environment
+                         ? nlohmann::json(environment_json(run.host, run.device_info))
+                         : nlohmann::json(nullptr);
+}
+
+std::string render_environment_header(const RunResult& run) {
+  if (!run.has_environment) return "";
+  const HostEnvironment& h = run.host;
+  const DeviceInfo& d = run.device_info;
+  const PcieLink link = read_pcie_link(d.pci_bus_id);
+  std::string out;
+  out += fmt::format("# zero3-offload-bench {} (commit {}, {}, {})\n", h.tool_version,
+                     h.git_commit, h.build_type, h.compiler);
+  out += fmt::format("# device: {} ({}), runtime {}, driver {}, {} memory\n", one_line(d.name),
+                     d.backend, one_line(d.runtime_version.empty() ? "-" : d.runtime_version),
+                     one_line(d.driver_version.empty() ? "-" : d.driver_version),
+                     bytes_text(d.total_memory_bytes));
+  if (link.current_speed.empty()) {
+    out += "# pcie: n/a\n";
+  } else {
+    out += fmt::format("# pcie: {} x{} (max {} x{}), NUMA node {}\n", link.current_speed,
+                       link.current_width, link.max_speed, link.max_width, link.numa_node);
+  }
+  out += fmt::format("# host: {}, {} of {} CPUs available, {} Adam threads, THP {}\n",
+                     one_line(h.cpu_model.empty() ? "unknown CPU" : h.cpu_model),
+                     h.available_cpus, h.logical_cpus, run.config.threads,
+                     h.transparent_hugepages.empty() ? "n/a" : h.transparent_hugepages);
+  out += fmt::format("# memory: MemAvailable {} of {}, memlock {}{}\n", bytes_text(h.mem_available),
+                     bytes_text(h.mem_total),
+                     h.memlock_unlimited ? std::string("unlimited") : bytes_text(h.memlock_limit),
+                     h.can_lock_without_limit ? " (CAP_IPC_LOCK)" : "");
+  out += fmt::format("# kernel: {}, host {}, started {}\n", one_line(h.kernel),
+                     one_line(h.hostname), h.utc_start);
+  return out;
+}
+
+std::string render_phase_section(const RunResult& run) {
+  std::string rows;
+  for (const auto& a : run.arms) {
+    if (!a.ok) continue;
+    const nlohmann::json phases = phases_json(a);
+    std::vector<std::string> names;
+    for (const char* n : kPhaseOrder) {
+      if (phases.contains(n)) names.emplace_back(n);
+    }
+    for (const auto& [n, v] : phases.items()) {
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+    for (const auto& n : names) {
+      const auto& p = phases.at(n);
+      const double dev = json_number(p, "device_s");
+      const double host = json_number(p, "host_s");
+      const double bytes = json_number(p, "bytes");
+      const double gbs = json_number(p, "gb_per_s");
+      std::string row = fmt::format(
+          "{:<14}{:<14}{:>12}{:>12}{:>12}{:>10}", n, to_string(a.arm),
+          dev >= 0 ? fmt::format("{:.3f}", dev * 1e3) : "-",
+          host >= 0 ? fmt::format("{:.3f}", host * 1e3) : "-",
+          bytes > 0 ? fmt::format("{:.4f}", bytes / 1e9) : "-",
+          gbs > 0 ? fmt::format("{:.2f}", gbs) : "-");
+      if (n == "adam") {
+        const double gp = json_number(p, "gparams_per_s");
+        if (gp > 0) row += fmt::format("  {:.3f} Gparam/s", gp);
+      }
+      rows += row + "\n";
+    }
+  }
+  if (rows.empty()) return "";
+  return fmt::format("{:<14}{:<14}{:>12}{:>12}{:>12}{:>10}\n", "phase", "arm", "device ms",
+                     "host ms", "GB", "GB/s") +
+         rows;
+}
+
+std::string render_registration_lines(const RunResult& run) {
+  std::string out;
+  for (const auto& a : run.arms) {
+    if (!a.ok) continue;
+    std::string line = fmt::format("registration: {}: {} locked, {} registered", to_string(a.arm),
+                                   bytes_text(a.locked_bytes), bytes_text(a.registered_bytes));
+    line += fmt::format(" ({}{})", a.registration.empty() ? "none" : a.registration,
+                        a.registered_bytes > 0 ? (a.registration_verified ? ", verified"
+                                                                          : ", NOT verified")
+                                               : "");
+    if (const auto per_gib = register_s_per_gib(a)) {
+      line += fmt::format(" in {:.4f} s ({:.3f} s/GiB)", a.register_s, *per_gib);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace zob

@@ -1,0 +1,58 @@
+// What makes the numbers trustworthy, rendered from the same RunResult as the table: the
+// environment header, the per-phase section, the registration lines, step statistics with the
+// spread warning, and the statistics over --repeats rounds.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zob/result.hpp"
+#include "zob/stats.hpp"
+
+namespace zob {
+
+// One arm over all its rounds (all the same arm, round order): the Python-compatible fields
+// (step_avg_s, step_min_s, step times) cover every round's timed steps; samples are the first
+// round's warmup steps followed by every round's timed steps, so timed_step_s() and
+// summarize_phases() see them all. Not ok when any round failed (the error names the round).
+ArmResult combine_rounds(const std::vector<const ArmResult*>& runs);
+
+// The runs of `arm` in round order: run.rounds when present, else the one entry of run.arms.
+std::vector<const ArmResult*> runs_of(const RunResult& run, Arm arm);
+
+// Per round in which both completed: median(unregistered timed) / median(registered timed).
+std::vector<double> round_speedups(const RunResult& run);
+
+// Summary of the timed steps of an arm (over all rounds); n == 0 when it has none.
+Summary step_summary(const ArmResult& arm);
+
+// "arm X: step times spread ..." for every completed arm whose stddev exceeds kSpreadWarning
+// of its median. Printed on stderr and listed in DRIVERRESULT's "warnings".
+std::vector<std::string> spread_warnings(const RunResult& run);
+
+// First difference between rounds of one arm (losses of every step, then the checksum); ""
+// when every completed round agrees with the first completed one.
+std::string first_round_difference(const RunResult& run);
+
+// register_s per GiB registered (or locked, where nothing is registered); nullopt when no
+// bytes were pinned.
+std::optional<double> register_s_per_gib(const ArmResult& arm);
+
+// summarize_phases() of the arm, the shape of DRIVERRESULT's per-arm "phases".
+nlohmann::json phases_json(const ArmResult& arm);
+
+// DRIVERRESULT additions of an arm: "step_stats", "rounds", "register_s_per_gib".
+void add_arm_details(nlohmann::ordered_json& j, const RunResult& run, const ArmResult& arm);
+// Top-level additions: "repeats", "speedup_median", "speedup_interval", "warnings",
+// "environment".
+void add_run_details(nlohmann::ordered_json& j, const RunResult& run);
+
+// "# " lines: tool, device, PCIe link, host, memory; "" without an environment.
+std::string render_environment_header(const RunResult& run);
+// One row per phase per completed arm (device ms, host ms, GB, GB/s); "" when no phases.
+std::string render_phase_section(const RunResult& run);
+// "registration: <arm>: ..." per completed arm.
+std::string render_registration_lines(const RunResult& run);
+
+}  // namespace zob

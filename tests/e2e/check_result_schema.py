@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Runs the real binary and validates its DRIVERRESULT (and --json file) against
+docs/result-schema.json with python3-jsonschema (Draft 2020-12).
+
+usage: check_result_schema.py BINARY SCHEMA
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+
+SMALL = ["--device", "cpu", "--hidden", "64", "--layers", "2", "--batch", "2", "--seq", "16",
+         "--vocab", "512", "--steps", "2", "--warmup", "1"]
+
+
+def driver_result(binary, args, env_extra=None, expect_rc=0):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    p = subprocess.run([binary] + SMALL + args, capture_output=True, text=True, env=env,
+                       timeout=120)
+    if p.returncode != expect_rc:
+        sys.exit(f"FAIL: {args}: exit {p.returncode}, expected {expect_rc}\n{p.stderr}")
+    lines = [l for l in p.stdout.splitlines() if l.startswith("DRIVERRESULT=")]
+    if len(lines) != 1:
+        sys.exit(f"FAIL: {args}: {len(lines)} DRIVERRESULT lines\n{p.stdout}")
+    return json.loads(lines[0][len("DRIVERRESULT="):])
+
+
+def must_fail(validator, doc, what):
+    if validator.is_valid(doc):
+        sys.exit(f"FAIL: the schema accepts a document with {what}")
+
+
+def main():
+    binary, schema_path = sys.argv[1], sys.argv[2]
+    with open(schema_path) as f:
+        schema = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        json_path = os.path.join(tmp, "result.json")
+        doc = driver_result(binary, ["--repeats", "2", "--arms", "registered,unregistered",
+                                     "--json", json_path])
+        with open(json_path) as f:
+            file_doc = json.load(f)
+    # A failed arm (error key, nulls) and the offload_param loop's phases.
+    failed = driver_result(binary, ["--arms", "registered,unregistered"],
+                           {"ZOB_TEST_CHILD_FAULT": "registered:exit"}, expect_rc=1)
+    offload = driver_result(binary, ["--offload-param", "--arms", "pageable,hostalloc"])
+
+    for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
+                    ("--offload-param", offload)]:
+        errors = sorted(validator.iter_errors(d), key=lambda e: list(e.path))
+        for e in errors:
+            print(f"{name}: {'/'.join(map(str, e.path))}: {e.message}", file=sys.stderr)
+        if errors:
+            sys.exit(f"FAIL: {name}: {len(errors)} schema violations")
+    if doc["repeats"] != 2 or len(doc["registered"]["rounds"]) != 2:
+        sys.exit("FAIL: --repeats 2 did not give two rounds")
+
+    # The schema must be able to fail: an undocumented key, a missing required key of the
+    # Python contract, a wrong type.
+    extra = copy.deepcopy(doc)
+    extra["registered"]["undocumented"] = 1
+    must_fail(validator, extra, "an undocumented arm key")
+    missing = copy.deepcopy(doc)
+    del missing["unregistered"]["step_avg_s"]
+    must_fail(validator, missing, "no step_avg_s")
+    wrong = copy.deepcopy(doc)
+    wrong["speedup"] = "2.3x"
+    must_fail(validator, wrong, "a string speedup")
+    print("ok: 4 documents valid against", schema_path)
+
+
+if __name__ == "__main__":
+    main()
