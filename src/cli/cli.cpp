@@ -343,6 +343,18 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   }
   json_given = json_opt->count() > 0;
 
+  // Run flags next to a subcommand would be ignored silently: refuse them instead.
+  for (const CLI::App* sub : {adam, compare}) {
+    if (!sub->parsed()) continue;
+    for (const CLI::Option* opt : app.get_options()) {
+      if (opt->count() > 0) {
+        throw UsageError(fmt::format("{} is a flag of the benchmark run, not of {}; see {} {} "
+                                     "--help", opt->get_name(), sub->get_name(), kProgram,
+                                     sub->get_name()));
+      }
+    }
+  }
+
   CliCommand cmd;
   if (compare->parsed()) {
     cmd.kind = CliCommand::Kind::compare;
@@ -359,13 +371,6 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
     return cmd;
   }
   if (adam->parsed()) {
-    // Run flags next to `adam` would be ignored silently: refuse them instead.
-    for (const CLI::Option* opt : app.get_options()) {
-      if (opt->count() > 0) {
-        throw UsageError(opt->get_name() + " is a flag of the benchmark run, not of adam; give "
-                         "adam only --params, --threads, --repeats and --json");
-      }
-    }
     cmd.kind = CliCommand::Kind::adam;
     cmd.adam.params = parse_integer_flag("adam --params", adam_params, 1, kMaxElems);
     cmd.adam.threads =

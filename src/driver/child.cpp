@@ -56,7 +56,8 @@ std::string one_line(std::string s) {
 }
 
 // ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|ignore_sigint|exit|garbage|noresult>: the named arm's
-// child fails in that way before doing any work. Test-only (tests/e2e); documented in README.md.
+// child fails in that way before doing any work (perturb: see perturb_for_test). Test-only
+// (tests/e2e); documented in README.md.
 void apply_test_fault(Arm arm, int fd) {
   const char* spec = std::getenv("ZOB_TEST_CHILD_FAULT");
   if (spec == nullptr) return;
