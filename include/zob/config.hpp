@@ -24,6 +24,12 @@ enum class Loop {
   offload_param,  // --offload-param: bf16 params live in pinned host memory, fetched per module
 };
 
+// Order of the optimizer phase (--schedule). Both give bitwise identical results.
+enum class Schedule {
+  stock,    // REFERENCE.md §3: all grads land, then per sub-group Adam, then its copy-back
+  overlap,  // Adam per piece as its grads land; copy-back of piece i under Adam of piece i+1
+};
+
 struct ModelShape {
   std::int64_t vocab = 32000;
   std::int64_t hidden = 2048;
@@ -42,6 +48,15 @@ struct RunConfig {
   Loop loop = Loop::copy_back;
   std::int64_t chunk_elems = std::int64_t{1} << 26;
   std::int64_t sub_group_size = 1000000000;
+  Schedule schedule = Schedule::stock;
+  // --cpu-affinity: CPU of each Adam thread, in order (size >= threads); empty = the default
+  // placement (the device's NUMA node when known, else unpinned).
+  std::vector<int> cpu_affinity;
+  // Sweeps (--chunk-elems / --sub-group-size given as comma lists): every value, in the order
+  // given; chunk_elems / sub_group_size hold the first. Empty or one value: no sweep. The
+  // driver runs every combination and hands each child a config with the lists cleared.
+  std::vector<std::int64_t> chunk_elems_sweep;
+  std::vector<std::int64_t> sub_group_size_sweep;
   int threads = 0;  // CPU Adam threads; 0 = the CPUs this process may use (resolved by the CLI)
   std::uint64_t seed = 42;
   std::string json_path;  // empty: no file
@@ -56,6 +71,8 @@ struct RunConfig {
 const char* to_string(Arm);
 const char* to_string(DeviceKind);
 const char* to_string(Loop);
+const char* to_string(Schedule);
+Schedule parse_schedule(const std::string&);  // "stock" / "overlap"; UsageError otherwise
 // Parse the names above; throw UsageError naming the accepted values.
 Arm parse_arm(const std::string&);
 DeviceKind parse_device_kind(const std::string&);

@@ -10,6 +10,7 @@
 namespace zob {
 
 class Device;
+class ThreadPool;
 
 enum class HostMemoryMode {
   pageable,    // page-aligned (posix_memalign / mmap), nothing else
@@ -29,7 +30,11 @@ class HostBuffer {
   // `device` is needed for registered / device_host and ignored otherwise. `name` appears in
   // errors ("fp32 master: mlock of 2.1 GB refused (RLIMIT_MEMLOCK 8 MB); raise it with
   // ulimit -l unlimited"). On failure everything already done is undone before the throw.
-  HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name);
+  // `first_touch`: when given, the pages are faulted in (zeroed) by the pool's threads before
+  // mlock and registration, which then find them present: the kernel would otherwise fault
+  // gigabytes in one thread inside mlock / cudaHostRegister, the bulk of an arm's set-up time.
+  HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name,
+             ThreadPool* first_touch = nullptr);
   ~HostBuffer();
   HostBuffer(HostBuffer&&) noexcept;
   HostBuffer& operator=(HostBuffer&&) noexcept;
@@ -65,6 +70,8 @@ struct HostMemoryCounters {
   std::uint64_t registered_bytes = 0;
   std::uint64_t peak_locked_bytes = 0;
   std::uint64_t peak_registered_bytes = 0;
+  std::uint64_t mapped_bytes = 0;       // every live HostBuffer, page-rounded, whatever its mode
+  std::uint64_t peak_mapped_bytes = 0;
 };
 HostMemoryCounters host_memory_counters();
 

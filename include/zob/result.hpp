@@ -38,6 +38,23 @@ struct StepSample {
   std::vector<TraceSpan> spans;
 };
 
+// The lower bound of a step under a perfect overlap of Adam with the link (REFERENCE.md §7):
+// medians over the timed steps.
+struct StepBound {
+  double adam_s = 0;     // measured CPU Adam time
+  double pcie_s = 0;     // device time of the step's pure host<->device copies (grad D2H +
+                         // copy-back H2D; offload_param: grad D2H + parameter fetches)
+  double compute_s = 0;  // forward + backward device time
+  double bound_s = 0;    // max(adam_s, pcie_s) + compute_s
+  double ratio = 0;      // median step time / bound_s
+};
+
+// Where the Adam pool's threads run.
+struct ThreadPlacement {
+  std::string policy = "none";  // "cpu-affinity", "numa-node N", "none"
+  std::vector<int> cpus;        // CPU of each thread in order; empty when unpinned
+};
+
 struct ArmResult {
   Arm arm = Arm::registered;
   bool ok = false;
@@ -65,18 +82,35 @@ struct ArmResult {
   double register_s = 0;             // time spent registering
   double setup_s = 0;                // allocation + lock + registration + init, untimed
   int adam_threads = 0;
+  std::string schedule = "stock";    // --schedule
+  StepBound bound;
+  ThreadPlacement placement;
+  std::uint64_t host_mapped_bytes = 0;  // bytes this arm's HostBuffers map (page-rounded)
+  double wall_s = 0;                 // child process start to result (time to result)
   int pid = 0;                       // process that ran the arm (set by the driver, not the step)
 
   // Timed (post-warmup) step times.
   std::vector<double> timed_step_s() const;
 };
 
+void to_json(nlohmann::json&, const StepBound&);
+void from_json(const nlohmann::json&, StepBound&);
+void to_json(nlohmann::json&, const ThreadPlacement&);
+void from_json(const nlohmann::json&, ThreadPlacement&);
 void to_json(nlohmann::json&, const ArmResult&);
 void from_json(const nlohmann::json&, ArmResult&);  // throws nlohmann::json::exception
 
+// One combination of a sweep and the arms run for it.
+struct SweepPoint {
+  std::int64_t chunk_elems = 0;
+  std::int64_t sub_group_size = 0;
+  std::vector<ArmResult> arms;  // in --arms order
+};
+
 struct RunResult {
   RunConfig config;
-  std::vector<ArmResult> arms;  // in --arms order
+  std::vector<ArmResult> arms;  // in --arms order; with a sweep, those of its first combination
+  std::vector<SweepPoint> sweep;  // every combination, chunk-major; empty = just `arms`
   std::string started_utc;
   std::string tool_version;
   std::string hostname;     // where it ran (reported in DRIVERRESULT "host")

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace zob {
 
@@ -11,6 +12,12 @@ class ThreadPool {
  public:
   // threads >= 1. The calling thread takes part, so threads-1 workers are started.
   explicit ThreadPool(int threads);
+  // Pinned pool: `threads` workers, worker i pinned to cpus[i] (pthread_setaffinity_np;
+  // cpus.size() >= threads, else std::invalid_argument; a refused pin throws
+  // std::system_error). The calling thread does not take part and only waits, so its own
+  // affinity mask (and that of threads it creates later, e.g. a device runtime's) is never
+  // changed. An empty `cpus` is the unpinned pool above.
+  ThreadPool(int threads, const std::vector<int>& cpus);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -24,6 +31,7 @@ class ThreadPool {
                     std::int64_t align = 64);
 
  private:
+  void stop() noexcept;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <set>
 
+#include "zob/cpu_affinity.hpp"
 #include "zob/errors.hpp"
 #include "zob/thread_pool.hpp"
 
@@ -81,6 +83,33 @@ std::vector<Arm> parse_arm_list(const std::string& text) {
     start = comma + 1;
   }
   return arms;
+}
+
+// "a,b,c" of whole numbers, each in [min, max]; a value given twice is refused (it would run
+// the same configuration twice).
+std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text,
+                                             std::int64_t min, std::int64_t max) {
+  std::vector<std::int64_t> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                            : comma - start);
+    if (item.empty()) {
+      throw UsageError(fmt::format("{} '{}' has an empty value; give one number or a "
+                                   "comma-separated list such as 16777216,67108864", flag, text));
+    }
+    const std::int64_t v = parse_integer_flag(flag, item, min, max);
+    for (std::int64_t seen : out) {
+      if (seen == v) {
+        throw UsageError(fmt::format("{} lists {} twice; list each value once", flag, v));
+      }
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 std::string one_line(std::string s) {
@@ -161,7 +190,16 @@ void validate_run_config(const RunConfig& c) {
   in("--device-index", c.device_index, 0, 1023);
   in("--chunk-elems", c.chunk_elems, 1, kMaxElems);
   in("--sub-group-size", c.sub_group_size, 1, kMaxElems);
+  for (std::int64_t v : c.chunk_elems_sweep) in("--chunk-elems", v, 1, kMaxElems);
+  for (std::int64_t v : c.sub_group_size_sweep) in("--sub-group-size", v, 1, kMaxElems);
+  if (!c.chunk_elems_sweep.empty() && c.chunk_elems_sweep.front() != c.chunk_elems) {
+    throw UsageError("--chunk-elems: the sweep's first value must be the configured one");
+  }
+  if (!c.sub_group_size_sweep.empty() && c.sub_group_size_sweep.front() != c.sub_group_size) {
+    throw UsageError("--sub-group-size: the sweep's first value must be the configured one");
+  }
   in("--threads", c.threads, 1, kMaxThreads);
+  validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());
   in("--repeats", c.repeats, 1, kMaxRepeats);
   if (!(c.timeout_s >= 0) || !std::isfinite(c.timeout_s) || c.timeout_s > kMaxTimeoutS) {
     throw UsageError(fmt::format("--timeout {} is out of range; give 0 (no limit) to {:g} "
@@ -269,6 +307,8 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   std::string json_path;
   bool json_given = false;
   std::string timeout = "0";
+  std::string schedule = "stock";
+  std::string cpu_affinity;
   std::string repeats = "1";
   std::string trace_path;
   bool skip_preflight = false;
@@ -287,10 +327,17 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   app.add_option("--arms", arms, "comma-separated: registered,unregistered,pageable,hostalloc")
       ->capture_default_str()->type_name("LIST");
   app.add_flag("--offload-param", offload_param, "ZeRO-3 offload_param loop (params on host)");
-  app.add_option("--chunk-elems", chunk, "elements per copy-back piece")->capture_default_str()->type_name("N");
-  app.add_option("--sub-group-size", sub_group, "elements per Adam sub-group")
-      ->capture_default_str()->type_name("N");
-  app.add_option("--threads", threads, "CPU Adam threads (default: CPUs available)")
+  app.add_option("--chunk-elems", chunk, "elements per copy-back piece (a comma list sweeps)")
+      ->capture_default_str()->type_name("N[,N...]");
+  app.add_option("--sub-group-size", sub_group, "elements per Adam sub-group (a comma list sweeps)")
+      ->capture_default_str()->type_name("N[,N...]");
+  app.add_option("--schedule", schedule, "stock|overlap: order of Adam and the copies")
+      ->capture_default_str()->type_name("NAME");
+  auto* affinity_opt = app.add_option("--cpu-affinity", cpu_affinity,
+                 "CPUs of the Adam threads in order, e.g. 0-7,16-23 (default: the device's "
+                 "NUMA node)")->type_name("LIST");
+  auto* threads_opt = app.add_option("--threads", threads, "CPU Adam threads (default: CPUs "
+                                     "available, or as many as --cpu-affinity lists)")
       ->capture_default_str()->type_name("N");
   app.add_option("--seed", seed, "seed of the initial weights and token ids")
       ->capture_default_str()->type_name("N");
@@ -405,9 +452,23 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   }
   c.arms = parse_arm_list(arms);
   c.loop = offload_param ? Loop::offload_param : Loop::copy_back;
-  c.chunk_elems = parse_integer_flag("--chunk-elems", chunk, 1, kMaxElems);
-  c.sub_group_size = parse_integer_flag("--sub-group-size", sub_group, 1, kMaxElems);
   c.threads = static_cast<int>(parse_integer_flag("--threads", threads, 1, kMaxThreads));
+  const auto chunks = parse_integer_list("--chunk-elems", chunk, 1, kMaxElems);
+  const auto groups = parse_integer_list("--sub-group-size", sub_group, 1, kMaxElems);
+  c.chunk_elems = chunks.front();
+  c.sub_group_size = groups.front();
+  if (chunks.size() > 1) c.chunk_elems_sweep = chunks;
+  if (groups.size() > 1) c.sub_group_size_sweep = groups;
+  try {
+    c.schedule = parse_schedule(schedule);
+  } catch (const UsageError&) {
+    throw UsageError("--schedule: unknown schedule '" + schedule + "'; use stock or overlap");
+  }
+  if (affinity_opt->count() > 0) {
+    c.cpu_affinity = parse_cpu_list(cpu_affinity, "--cpu-affinity");
+    // One Adam thread per listed CPU unless --threads says otherwise.
+    if (threads_opt->count() == 0) c.threads = static_cast<int>(c.cpu_affinity.size());
+  }
   c.seed = parse_unsigned_flag("--seed", seed);
   c.timeout_s = parse_seconds_flag("--timeout", timeout, kMaxTimeoutS);
   c.repeats = static_cast<int>(parse_integer_flag("--repeats", repeats, 1, kMaxRepeats));

@@ -34,6 +34,21 @@ const char* to_string(Loop loop) {
   return "?";
 }
 
+const char* to_string(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::stock: return "stock";
+    case Schedule::overlap: return "overlap";
+  }
+  return "?";
+}
+
+Schedule parse_schedule(const std::string& name) {
+  for (Schedule s : {Schedule::stock, Schedule::overlap}) {
+    if (name == to_string(s)) return s;
+  }
+  throw UsageError("unknown schedule '" + name + "': use stock or overlap");
+}
+
 Arm parse_arm(const std::string& name) {
   for (Arm a : {Arm::registered, Arm::unregistered, Arm::pageable, Arm::hostalloc}) {
     if (name == to_string(a)) return a;
@@ -62,6 +77,10 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"sub_group_size", c.sub_group_size}, {"threads", c.threads},
       {"seed", c.seed},               {"json_path", c.json_path},
       {"timeout_s", c.timeout_s},
+      {"schedule", to_string(c.schedule)},
+      {"cpu_affinity", c.cpu_affinity},
+      {"chunk_elems_sweep", c.chunk_elems_sweep},
+      {"sub_group_size_sweep", c.sub_group_size_sweep},
       {"repeats", c.repeats},         {"trace_path", c.trace_path},
       {"skip_preflight", c.skip_preflight},
   };
@@ -89,6 +108,11 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.seed = j.at("seed").get<std::uint64_t>();
   c.json_path = j.at("json_path").get<std::string>();
   c.timeout_s = j.at("timeout_s").get<double>();
+  // Keys added after the first schema: absent means the old behaviour.
+  c.schedule = parse_schedule(j.value("schedule", std::string("stock")));
+  c.cpu_affinity = j.value("cpu_affinity", std::vector<int>{});
+  c.chunk_elems_sweep = j.value("chunk_elems_sweep", std::vector<std::int64_t>{});
+  c.sub_group_size_sweep = j.value("sub_group_size_sweep", std::vector<std::int64_t>{});
   // Optional: added after the first release of the format.
   c.repeats = j.value("repeats", 1);
   c.trace_path = j.value("trace_path", std::string());

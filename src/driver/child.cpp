@@ -3,8 +3,14 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <time.h>
+
 #include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstdlib>
@@ -89,6 +95,32 @@ void apply_test_fault(Arm arm, int fd) {
                kind.c_str());
 }
 
+// Seconds since this process started (exec included): /proc/self/stat's starttime against
+// CLOCK_BOOTTIME, both since boot. Clock-tick resolution (10 ms), fine for seconds of setup.
+// nullopt when /proc is not there.
+std::optional<double> process_age_seconds() {
+  std::ifstream in("/proc/self/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  const std::size_t paren = stat.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string field;
+  unsigned long long start_ticks = 0;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {  // field 3 is the state
+    if (i == 22) start_ticks = std::stoull(field);
+  }
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  timespec now{};
+  if (start_ticks == 0 || hz <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &now) != 0) {
+    return std::nullopt;
+  }
+  const double age = static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9 -
+                     static_cast<double>(start_ticks) / static_cast<double>(hz);
+  if (age < 0) return std::nullopt;
+  return age;
+}
+
 // ZOB_TEST_CHILD_FAULT=<arm>:perturb: the arm runs normally, then 1 ulp is added to the loss
 // of its first timed step, as if that arm had computed something different: the parent's
 // validation must catch it and name the step.
@@ -131,6 +163,8 @@ int run_probe_child(const RunConfig& config, int result_fd) {
 }
 
 int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
+  const auto entered = std::chrono::steady_clock::now();
+  const std::optional<double> age_at_entry = process_age_seconds();
   apply_test_fault(arm, result_fd);
   ArmResult r;
   int code = 0;
@@ -150,6 +184,9 @@ int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
   r.arm = arm;
   perturb_for_test(r);
   r.pid = static_cast<int>(::getpid());
+  // Time to result: process start (exec, loading, device creation, setup, every step) to here.
+  r.wall_s = age_at_entry.value_or(0.0) +
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count();
   if (!r.ok && r.error.empty()) {
     r.error = "the arm reported failure without a reason";
     code = 1;

@@ -82,6 +82,7 @@ ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pi
   r.warmup = c.warmup;
   r.loop = to_string(c.loop);
   r.registration = "none";
+  r.schedule = to_string(c.schedule);
   r.pid = pid;
   return r;
 }
@@ -161,6 +162,10 @@ bool write_trace(const RunResult& run) {
   }
   return true;
 }
+
+std::vector<RunConfig> sweep_configs(const RunConfig& config);
+std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const DeviceInfo& info,
+                                               int& stopped_by);
 
 int exit_code_for_signal(int sig) {
   return sig == SIGTERM ? exit_code::terminated : exit_code::interrupted;
@@ -277,39 +282,27 @@ int run_driver(const RunConfig& config) {
   for (Arm a : config.arms) std::fprintf(stderr, " %s", to_string(a));
   std::fprintf(stderr, "\n");
 
-  // 2. One child per arm, in --arms order; with --repeats R, R such rounds (A B A B ...), so
-  // slow drifts of the machine hit every arm alike.
+  // 2. Per configuration of the sweep (one without --chunk-elems / --sub-group-size lists):
+  // one child per arm, in --arms order; with --repeats R, R such rounds (A B A B ...), so slow
+  // drifts of the machine hit every arm alike.
   int stopped_by = 0;
-  const int rounds = std::max(config.repeats, 1);
-  for (int k = 0; k < rounds && stopped_by == 0; ++k) {
-    std::vector<ArmResult> results;
-    for (Arm arm : config.arms) {
-      const std::string label =
-          rounds > 1 ? fmt::format("{} (round {}/{})", to_string(arm), k + 1, rounds)
-                     : std::string(to_string(arm));
-      if (stopped_by != 0) {
-        results.push_back(failed_arm(resolved, arm, info, 0,
-                                     "not run: interrupted by " + describe_signal(stopped_by)));
-        continue;
-      }
-      std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", label.c_str());
-      ChildOutcome o;
-      try {
-        o = run_child(child_args(kChildFlag, to_string(arm), resolved), config.timeout_s);
-      } catch (const std::exception& e) {
-        results.push_back(failed_arm(resolved, arm, info, 0,
-                                     std::string("could not start the child: ") + e.what()));
-        continue;
-      }
-      ArmResult r = collect_arm(resolved, arm, info, o);
-      if (!r.ok) error_line(fmt::format("arm {}: {}", label, r.error));
-      results.push_back(std::move(r));
-      if (o.stopped_by != 0) stopped_by = o.stopped_by;
-      else if (stop_signal() != 0) stopped_by = stop_signal();
+  const std::vector<RunConfig> points = sweep_configs(resolved);
+  for (const RunConfig& point : points) {
+    if (points.size() > 1) {
+      std::fprintf(stderr, "zero3-offload-bench: chunk_elems=%lld sub_group_size=%lld\n",
+                   static_cast<long long>(point.chunk_elems),
+                   static_cast<long long>(point.sub_group_size));
     }
-    run.rounds.push_back(std::move(results));
+    RunResult part;
+    part.rounds = run_rounds(point, info, stopped_by);
+    for (Arm arm : config.arms) part.arms.push_back(combine_rounds(runs_of(part, arm)));
+    if (run.sweep.empty()) {  // the top level reports the first configuration
+      run.rounds = part.rounds;
+      run.arms = part.arms;
+    }
+    run.sweep.push_back({point.chunk_elems, point.sub_group_size, std::move(part.arms)});
   }
-  for (Arm arm : config.arms) run.arms.push_back(combine_rounds(runs_of(run, arm)));
+  if (run.sweep.size() == 1) run.sweep.clear();  // no sweep: the report is the plain one
   if (stopped_by != 0) run.interrupted = signal_name(stopped_by);
 
   // 3. Reports, then the exit code.
@@ -319,6 +312,9 @@ int run_driver(const RunConfig& config) {
   if (stopped_by != 0) return exit_code_for_signal(stopped_by);
   bool failed = !written || !traced;
   for (const auto& a : run.arms) failed = failed || !a.ok;
+  for (const auto& p : run.sweep) {
+    for (const auto& a : p.arms) failed = failed || !a.ok;
+  }
   const Validation v = validate_arms(run);
   if (!v.ok()) {
     error_line(v.losses_equal && v.checksums_equal
@@ -330,5 +326,67 @@ int run_driver(const RunConfig& config) {
   }
   return failed || !v.ok() ? exit_code::arm_failed : exit_code::ok;
 }
+
+namespace {
+
+std::vector<RunConfig> sweep_configs(const RunConfig& config) {
+  const std::vector<std::int64_t> chunks =
+      config.chunk_elems_sweep.empty() ? std::vector<std::int64_t>{config.chunk_elems}
+                                       : config.chunk_elems_sweep;
+  const std::vector<std::int64_t> groups =
+      config.sub_group_size_sweep.empty() ? std::vector<std::int64_t>{config.sub_group_size}
+                                          : config.sub_group_size_sweep;
+  std::vector<RunConfig> out;
+  for (std::int64_t chunk : chunks) {
+    for (std::int64_t group : groups) {
+      RunConfig c = config;
+      c.chunk_elems = chunk;
+      c.sub_group_size = group;
+      c.chunk_elems_sweep.clear();  // a child runs one configuration
+      c.sub_group_size_sweep.clear();
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+// The rounds of one configuration. Once a stop signal has been seen (stopped_by != 0), the
+// remaining arms of the round are reported as not run, and no further round starts.
+std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const DeviceInfo& info,
+                                               int& stopped_by) {
+  std::vector<std::vector<ArmResult>> out;
+  const int rounds = std::max(resolved.repeats, 1);
+  for (int k = 0; k < rounds && stopped_by == 0; ++k) {
+    std::vector<ArmResult> results;
+    for (Arm arm : resolved.arms) {
+      const std::string label =
+          rounds > 1 ? fmt::format("{} (round {}/{})", to_string(arm), k + 1, rounds)
+                     : std::string(to_string(arm));
+      if (stopped_by != 0) {
+        results.push_back(failed_arm(resolved, arm, info, 0,
+                                     "not run: interrupted by " + describe_signal(stopped_by)));
+        continue;
+      }
+      std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", label.c_str());
+      ChildOutcome o;
+      try {
+        o = run_child(child_args(kChildFlag, to_string(arm), resolved), resolved.timeout_s);
+      } catch (const std::exception& e) {
+        results.push_back(failed_arm(resolved, arm, info, 0,
+                                     std::string("could not start the child: ") + e.what()));
+        continue;
+      }
+      ArmResult r = collect_arm(resolved, arm, info, o);
+      if (!r.ok) error_line(fmt::format("arm {}: {}", label, r.error));
+      results.push_back(std::move(r));
+      if (o.stopped_by != 0) stopped_by = o.stopped_by;
+      else if (stop_signal() != 0) stopped_by = stop_signal();
+    }
+    out.push_back(std::move(results));
+  }
+  return out;
+}
+
+}  // namespace
 
 }  // namespace zob

@@ -4,6 +4,7 @@
 // so that release() undoes exactly those, in the order unregister -> munlock -> munmap, both
 // in the destructor and when the constructor fails half-way.
 #include "zob/host_memory.hpp"
+#include "zob/thread_pool.hpp"
 
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -27,6 +28,7 @@ namespace zob {
 namespace {
 
 std::atomic<std::uint64_t> g_locked{0}, g_registered{0}, g_peak_locked{0}, g_peak_registered{0};
+std::atomic<std::uint64_t> g_mapped{0}, g_peak_mapped{0};
 
 void add(std::atomic<std::uint64_t>& value, std::atomic<std::uint64_t>& peak, std::uint64_t n) {
   const std::uint64_t now = value.fetch_add(n) + n;
@@ -91,10 +93,12 @@ HostMemoryMode pinned_mode_for(Arm arm) {
 }
 
 HostMemoryCounters host_memory_counters() {
-  return {g_locked.load(), g_registered.load(), g_peak_locked.load(), g_peak_registered.load()};
+  return {g_locked.load(),  g_registered.load(), g_peak_locked.load(), g_peak_registered.load(),
+          g_mapped.load(), g_peak_mapped.load()};
 }
 
-HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name)
+HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name,
+                       ThreadPool* first_touch)
     : bytes_(bytes), mode_(mode), device_(device), name_(std::move(name)),
       registration_method_("none") {
   const std::size_t page = page_size();
@@ -109,6 +113,7 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
   }
   if (mode == HostMemoryMode::device_host) {
     data_ = device->allocate_host(mapped_bytes_);  // throws on failure; nothing to undo
+    add(g_mapped, g_peak_mapped, mapped_bytes_);
     return;
   }
 
@@ -126,6 +131,15 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
   // set-up, and Adam's streaming sweeps take fewer TLB misses. Every arm gets the same, so
   // the comparison stays fair; where THP is off this fails harmlessly (EINVAL) and is ignored.
   if (mapped_bytes_ >= (std::size_t{2} << 20)) (void)madvise(p, mapped_bytes_, MADV_HUGEPAGE);
+  if (first_touch != nullptr) {
+    char* base = static_cast<char*>(p);
+    // Whole 2 MiB blocks per thread, so each huge page is faulted by one thread.
+    first_touch->parallel_for(static_cast<std::int64_t>(mapped_bytes_),
+                              [base](std::int64_t lo, std::int64_t hi) {
+                                std::memset(base + lo, 0, static_cast<std::size_t>(hi - lo));
+                              }, std::int64_t{2} << 20);
+  }
+  add(g_mapped, g_peak_mapped, mapped_bytes_);
   if (mode == HostMemoryMode::pageable) return;
 
   try {
@@ -207,6 +221,7 @@ void HostBuffer::release() noexcept {
   } else {
     munmap(data_, mapped_bytes_);
   }
+  g_mapped.fetch_sub(mapped_bytes_);
   data_ = nullptr;
 }
 

@@ -6,7 +6,6 @@
 // Bytes are counted at 28 B/param for both Adam and the probe: reads of p, g, m, v (16 B) and
 // writes of p, m, v (12 B). Both update in place, so every written line was just read and no
 // extra write-allocate read happens; none is counted. The ratio compares like with like.
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "zob/adam.hpp"
 #include "zob/adam_bench.hpp"
 #include "zob/errors.hpp"
+#include "zob/host_memory.hpp"
 #include "zob/thread_pool.hpp"
 
 namespace zob {
@@ -29,28 +29,6 @@ namespace {
 
 constexpr double kBytesPerParam = 28.0;
 constexpr std::int64_t kAlign = 64;  // the split adam_step uses (adam.cpp)
-
-// One page-aligned anonymous mapping, unmapped on every path.
-class Mapping {
- public:
-  Mapping(std::size_t bytes, const char* name) : bytes_(bytes) {
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      throw DeviceError(DeviceErrorKind::out_of_memory,
-                        fmt::format("adam benchmark: mmap of {} ({:.2f} GB) failed; lower "
-                                    "--params", name, static_cast<double>(bytes) / 1e9));
-    }
-    data_ = static_cast<float*>(p);
-  }
-  ~Mapping() { ::munmap(data_, bytes_); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  float* data() const { return data_; }
-
- private:
-  float* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
 
 // MemAvailable from /proc/meminfo in bytes, 0 if unknown.
 std::uint64_t mem_available() {
@@ -115,18 +93,27 @@ AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
                                   n, static_cast<double>(need) / 1e9,
                                   static_cast<double>(avail) / 1e9));
   }
-  Mapping p(bytes, "params"), g(bytes, "grads"), m(bytes, "exp_avg"), v(bytes, "exp_avg_sq");
+  // The same host memory the step gives the Adam states (page-aligned, transparent huge pages
+  // where the kernel offers them), so this measures the optimiser as the step runs it.
+  auto buffer = [bytes](const char* name) {
+    return HostBuffer(bytes, HostMemoryMode::pageable, nullptr, std::string("adam benchmark ") + name);
+  };
+  const HostBuffer hp = buffer("params"), hg = buffer("grads"), hm = buffer("exp_avg"), hv = buffer("exp_avg_sq");
+  float* const p = hp.as<float>();
+  float* const g = hg.as<float>();
+  float* const m = hm.as<float>();
+  float* const v = hv.as<float>();
   ThreadPool pool(threads);
 
   // First touch by the same split adam_step uses, so each thread's pages are local to it.
   const std::uint64_t seed = o.seed;
   pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
-      p.data()[i] = uniform(seed, 0, i);
-      g.data()[i] = 1e-2f * uniform(seed, 1, i);
-      m.data()[i] = 1e-3f * uniform(seed, 2, i);
+      p[i] = uniform(seed, 0, i);
+      g[i] = 1e-2f * uniform(seed, 1, i);
+      m[i] = 1e-3f * uniform(seed, 2, i);
       const float s = uniform(seed, 3, i);
-      v.data()[i] = 1e-5f * s * s;
+      v[i] = 1e-5f * s * s;
     }
   }, kAlign);
 
@@ -134,12 +121,12 @@ AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
   const detail::ProbeRangeFn probe_kernel = detail::probe_kernel(isa);
   int step = 0;
   auto adam = [&] {
-    detail::adam_step_isa(isa, p.data(), g.data(), m.data(), v.data(), n, ++step, hyper, pool);
+    detail::adam_step_isa(isa, p, g, m, v, n, ++step, hyper, pool);
   };
   // The probe: same arrays, same threads, same ranges, same loads and stores, one add each.
   auto probe = [&] {
     pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
-      probe_kernel(p.data() + b, g.data() + b, m.data() + b, v.data() + b, e - b);
+      probe_kernel(p + b, g + b, m + b, v + b, e - b);
     }, kAlign);
   };
 

@@ -64,6 +64,11 @@ nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
       {"register_s", finite_or_null(r.register_s)},
       {"setup_s", finite_or_null(r.setup_s)},
       {"adam_threads", r.adam_threads},
+      {"schedule", r.schedule},
+      {"placement", nlohmann::json(r.placement)},
+      {"bound", r.ok ? nlohmann::json(r.bound) : nlohmann::json(nullptr)},
+      {"wall_s", measured(r.wall_s)},
+      {"host_mapped_bytes", r.host_mapped_bytes},
       {"device_name", r.device_info.name},
       {"phases", phases_json(r)},
   };
@@ -81,10 +86,12 @@ std::int64_t workload_params(const RunConfig& c) {
   return 2 * v * h + n * (8 * h * h + 5 * h);
 }
 
-Validation validate_arms(const RunResult& run) {
-  Validation v;
+namespace {
+
+// The arms of one configuration; `v` accumulates over configurations.
+void validate_arm_list(const std::vector<ArmResult>& arms, Validation& v) {
   const ArmResult* ref = nullptr;
-  for (const auto& a : run.arms) {
+  for (const auto& a : arms) {
     if (!a.ok) continue;
     ++v.compared_arms;
     if (ref == nullptr) {
@@ -124,6 +131,25 @@ Validation validate_arms(const RunResult& run) {
       }
     }
   }
+}
+
+}  // namespace
+
+Validation validate_arms(const RunResult& run) {
+  Validation v;
+  if (run.sweep.empty()) {
+    validate_arm_list(run.arms, v);
+  } else {
+    for (const SweepPoint& point : run.sweep) {
+      const std::string before = v.first_difference;
+      validate_arm_list(point.arms, v);
+      if (v.first_difference != before && before.empty()) {
+        v.first_difference = fmt::format("chunk_elems={} sub_group_size={}: {}",
+                                         point.chunk_elems, point.sub_group_size,
+                                         v.first_difference);
+      }
+    }
+  }
   v.first_round_difference = first_round_difference(run);
   v.rounds_equal = v.first_round_difference.empty();
   if (v.first_difference.empty()) v.first_difference = v.first_round_difference;
@@ -138,7 +164,40 @@ std::optional<double> speedup(const RunResult& run) {
   return unreg->step_avg_s / reg->step_avg_s;
 }
 
+namespace {
+
+// One configuration's arms as a RunResult of their own, for the per-configuration reports.
+RunResult point_result(const RunResult& run, const SweepPoint& point) {
+  RunResult r;
+  r.config = run.config;
+  r.config.chunk_elems = point.chunk_elems;
+  r.config.sub_group_size = point.sub_group_size;
+  r.arms = point.arms;
+  // The rounds kept in the run are those of the first configuration (the top level's).
+  if (run.sweep.empty() || &point == &run.sweep.front()) r.rounds = run.rounds;
+  return r;
+}
+
+std::string render_arms_table(const RunResult& run);
+
+}  // namespace
+
 std::string render_table(const RunResult& run) {
+  if (run.sweep.size() <= 1) return render_arms_table(run);
+  std::string out;
+  for (std::size_t i = 0; i < run.sweep.size(); ++i) {
+    const SweepPoint& point = run.sweep[i];
+    if (i > 0) out += "\n";
+    out += fmt::format("chunk_elems={} sub_group_size={}\n", point.chunk_elems,
+                       point.sub_group_size);
+    out += render_arms_table(point_result(run, point));
+  }
+  return out;
+}
+
+namespace {
+
+std::string render_arms_table(const RunResult& run) {
   std::string out = fmt::format("{:<14}{:>14}{:>14}{:>15}\n", "arm", "avg step (s)",
                                 "min step (s)", "GPU peak (GB)");
   for (const auto& a : run.arms) {
@@ -162,6 +221,8 @@ std::string render_table(const RunResult& run) {
   }
   return out;
 }
+
+}  // namespace
 
 nlohmann::ordered_json driver_result_json(const RunResult& run) {
   const RunConfig& c = run.config;
@@ -192,6 +253,23 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
                      {"first_difference", v.first_difference.empty()
                                               ? nlohmann::json(nullptr)
                                               : nlohmann::json(v.first_difference)}};
+  // One entry per configuration (one in all when there is no sweep); the top-level arm keys
+  // and speedup above are those of the first (compatibility).
+  nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
+  const std::vector<SweepPoint> points =
+      run.sweep.empty() ? std::vector<SweepPoint>{{c.chunk_elems, c.sub_group_size, run.arms}}
+                        : run.sweep;
+  for (const SweepPoint& point : points) {
+    nlohmann::ordered_json e = {{"chunk_elems", point.chunk_elems},
+                                {"sub_group_size", point.sub_group_size}};
+    const RunResult part = point_result(run, point);
+    for (const auto& a : point.arms) e[to_string(a.arm)] = arm_json(part, a);
+    const auto ps = speedup(part);
+    e["speedup"] = ps ? finite_or_null(*ps) : nlohmann::json(nullptr);
+    sweep.push_back(std::move(e));
+  }
+  j["sweep"] = std::move(sweep);
+  j["workload"]["schedule"] = to_string(c.schedule);
   j["tool"] = {{"name", "zero3-offload-bench"}, {"version", run.tool_version}};
   j["host"] = {{"hostname", run.hostname}};
   j["started_utc"] = run.started_utc;

@@ -141,6 +141,11 @@ void to_json(nlohmann::json& j, const ArmResult& r) {
       {"setup_s", finite_or_null(r.setup_s)},
       {"adam_threads", r.adam_threads},
       {"pid", r.pid},
+      {"schedule", r.schedule},
+      {"bound", r.bound},
+      {"placement", r.placement},
+      {"host_mapped_bytes", r.host_mapped_bytes},
+      {"wall_s", finite_or_null(r.wall_s)},
   };
 }
 
@@ -173,6 +178,39 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.setup_s = number_or_nan(j.at("setup_s"));
   r.adam_threads = integer<int>(j.at("adam_threads"));
   r.pid = j.contains("pid") ? integer<int>(j.at("pid")) : 0;
+  // Added after the first schema: absent in older documents.
+  r.schedule = j.value("schedule", std::string("stock"));
+  if (j.contains("bound")) r.bound = j.at("bound").get<StepBound>();
+  if (j.contains("placement")) r.placement = j.at("placement").get<ThreadPlacement>();
+  r.host_mapped_bytes =
+      j.contains("host_mapped_bytes") ? integer<std::uint64_t>(j.at("host_mapped_bytes")) : 0;
+  r.wall_s = j.contains("wall_s") ? number_or_nan(j.at("wall_s")) : 0.0;
+}
+
+void to_json(nlohmann::json& j, const StepBound& b) {
+  j = nlohmann::json{{"adam_s", finite_or_null(b.adam_s)},
+                     {"pcie_s", finite_or_null(b.pcie_s)},
+                     {"compute_s", finite_or_null(b.compute_s)},
+                     {"bound_s", finite_or_null(b.bound_s)},
+                     {"ratio", finite_or_null(b.ratio)}};
+}
+
+void from_json(const nlohmann::json& j, StepBound& b) {
+  b.adam_s = number_or_nan(j.at("adam_s"));
+  b.pcie_s = number_or_nan(j.at("pcie_s"));
+  b.compute_s = number_or_nan(j.at("compute_s"));
+  b.bound_s = number_or_nan(j.at("bound_s"));
+  b.ratio = number_or_nan(j.at("ratio"));
+}
+
+void to_json(nlohmann::json& j, const ThreadPlacement& p) {
+  j = nlohmann::json{{"policy", p.policy}, {"cpus", p.cpus}};
+}
+
+void from_json(const nlohmann::json& j, ThreadPlacement& p) {
+  p.policy = j.at("policy").get<std::string>();
+  p.cpus.clear();
+  for (const auto& c : j.at("cpus")) p.cpus.push_back(integer<int>(c));
 }
 
 std::vector<double> ArmResult::timed_step_s() const {

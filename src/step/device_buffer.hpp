@@ -38,7 +38,7 @@ class DeviceBuffer {
 };
 
 using Events = std::vector<std::unique_ptr<DeviceEvent>>;
-Events make_events(Device& dev, std::size_t n) {
+inline Events make_events(Device& dev, std::size_t n) {
   Events e;
   e.reserve(n);
   for (std::size_t i = 0; i < n; ++i) e.push_back(dev.create_event());

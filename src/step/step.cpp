@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "step/device_buffer.hpp"
+#include "step/overlap.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
+#include "zob/cpu_affinity.hpp"
 #include "zob/errors.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/model.hpp"
@@ -64,6 +66,8 @@ class ArmRunner {
     return master_.register_seconds() + grads_.register_seconds() + pbf16_.register_seconds();
   }
   const HostBuffer& master_buffer() const { return master_; }
+  const ThreadPlacement& placement() const { return placement_; }
+  double link_seconds() const { return link_s_; }  // last step's pure copy device time
 
  private:
   bool offload() const { return cfg_.loop == Loop::offload_param; }
@@ -86,10 +90,13 @@ class ArmRunner {
   std::vector<SubGroup> sub_groups_;
   std::int64_t pieces_ = 0;
   std::unique_ptr<ThreadPool> pool_;
+  ThreadPlacement placement_;
+  std::unique_ptr<step_detail::OverlapSchedule> overlap_;  // --schedule overlap
+  double link_s_ = 0;
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
 
-  DeviceBuffer params_, copy_temp_, xs_, pre_, act_, logits_, dy_, dtmp_, dact_, dpre_;
+  DeviceBuffer params_, copy_temp_, copy_temp2_, xs_, pre_, act_, logits_, dy_, dtmp_, dact_, dpre_;
   DeviceBuffer ids_, uniq_, offsets_, positions_, loss_;
   DeviceBuffer param_slot_[2], grad_slot_[2], grad_f32_[2];
   EmbeddingGradIndex index_;
@@ -97,7 +104,7 @@ class ArmRunner {
   // Events, created once and re-recorded every step (each step ends with all queues idle).
   std::unique_ptr<DeviceEvent> origin_;
   Events task_start_, task_end_;  // compute: forward module j at j, backward at M + j
-  Events grad_ready_, d2h_start_, d2h_end_;  // per module
+  Events grad_ready_, d2h_start_, d2h_copy_start_, d2h_end_;  // per module
   Events fetch_start_, fetch_end_;           // per fetch of a step
   Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;  // per copy-back piece
 
@@ -130,30 +137,34 @@ void ArmRunner::setup() {
     pieces_ += (sg.end - sg.begin + c.chunk_elems - 1) / c.chunk_elems;
     sub_groups_.push_back(sg);
   }
-  pool_ = std::make_unique<ThreadPool>(c.threads > 0 ? c.threads : available_cpus());
+  const int threads = c.threads > 0 ? c.threads : available_cpus();
+  std::string notice;
+  placement_ = choose_placement(c.cpu_affinity, threads, dev_.info(), allowed_cpu_list(), &notice);
+  if (!notice.empty()) std::fprintf(stderr, "[%s] notice: %s\n", to_string(arm_), notice.c_str());
+  std::fprintf(stderr, "[%s] Adam threads: %d, placement %s%s%s\n", to_string(arm_), threads,
+               placement_.policy.c_str(), placement_.cpus.empty() ? "" : ", CPUs ",
+               format_cpu_list(placement_.cpus).c_str());
+  // Built before the host buffers: zeroing them below faults their pages in from the pool's
+  // threads, so with a NUMA placement they land on the device's node.
+  pool_ = std::make_unique<ThreadPool>(threads, placement_.cpus);
 
   // ---- host state ----
   const HostMemoryMode pinned = pinned_mode_for(arm_);
   const auto P4 = static_cast<std::size_t>(P) * 4;
-  master_ = HostBuffer(P4, pinned, &dev_, "fp32 master");
-  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients");
-  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg");
-  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq");
+  master_ = HostBuffer(P4, pinned, &dev_, "fp32 master", pool_.get());
+  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients", pool_.get());
+  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
+  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) pbf16_ = HostBuffer(static_cast<std::size_t>(P) * 2, pinned, &dev_,
-                                     "bf16 parameters");
+                                     "bf16 parameters", pool_.get());
   initial_parameters(layout_, c.seed, master_.as<float>());
-  // Zero in parallel: it also faults the pages in, so step 1 does not pay for that.
-  for (HostBuffer* b : {&grads_, &exp_avg_, &exp_avg_sq_}) {
-    char* p = b->as<char>();
-    pool_->parallel_for(static_cast<std::int64_t>(P4), [p](std::int64_t lo, std::int64_t hi) {
-      std::memset(p + lo, 0, static_cast<std::size_t>(hi - lo));
-    }, 4096);
-  }
+  // grads, exp_avg and exp_avg_sq are zero: first-touched (zeroed) by the pool above.
 
   // ---- device state ----
   const step_detail::DeviceSizes ds = step_detail::device_sizes(c, layout_);
   params_ = DeviceBuffer(dev_, ds.params);
   copy_temp_ = DeviceBuffer(dev_, ds.copy_temp);
+  copy_temp2_ = DeviceBuffer(dev_, ds.copy_temp_second);
   for (int k = 0; k < 2; ++k) {
     param_slot_[k] = DeviceBuffer(dev_, ds.param_slot);
     grad_slot_[k] = DeviceBuffer(dev_, ds.grad_slot_bf16);
@@ -204,6 +215,7 @@ void ArmRunner::setup() {
   task_end_ = make_events(dev_, 2 * M);
   grad_ready_ = make_events(dev_, M);
   d2h_start_ = make_events(dev_, M);
+  d2h_copy_start_ = make_events(dev_, M);
   d2h_end_ = make_events(dev_, M);
   fetch_of_module_.assign(M, -1);
   if (offload()) {
@@ -215,6 +227,26 @@ void ArmRunner::setup() {
     cb_copy_end_ = make_events(dev_, np);
     cb_cast_start_ = make_events(dev_, np);
     cb_cast_end_ = make_events(dev_, np);
+  }
+
+  if (c.schedule == Schedule::overlap) {
+    step_detail::OverlapBuffers b;
+    b.master = master_.as<float>();
+    b.grads = grads_.as<float>();
+    b.exp_avg = exp_avg_.as<float>();
+    b.exp_avg_sq = exp_avg_sq_.as<float>();
+    if (offload()) {
+      b.host_bf16 = pbf16_.as<bf16>();
+    } else {
+      b.device_params = params_.as<bf16>();
+      b.temp[0] = copy_temp_.as<float>();
+      b.temp[1] = copy_temp2_.as<float>();
+    }
+    const step_detail::OverlapEvents e{&d2h_end_, &cb_copy_start_, &cb_copy_end_,
+                                       &cb_cast_start_, &cb_cast_end_};
+    overlap_ = std::make_unique<step_detail::OverlapSchedule>(
+        dev_, *pool_, layout_, step_detail::make_pieces(layout_, c.sub_group_size, c.chunk_elems),
+        b, e);
   }
 
   // ---- initial device parameters: the same path a step takes after Adam ----
@@ -316,6 +348,7 @@ void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
   dev_.queue_wait(Queue::d2h, *grad_ready_[ju]);
   dev_.record(*d2h_start_[ju], Queue::d2h);
   dev_.cast_bf16_to_f32(g, g32, m.count, Queue::d2h);
+  dev_.record(*d2h_copy_start_[ju], Queue::d2h);
   dev_.copy_to_host(Queue::d2h, grads_.as<float>() + m.offset, g32,
                     static_cast<std::size_t>(m.count) * 4);
   dev_.record(*d2h_end_[ju], Queue::d2h);
@@ -399,15 +432,26 @@ StepSample ArmRunner::run_step(int t) {
   }
   const double backward_host = since(tb);
 
+  double grad_wait = 0, adam_s = 0, cb_s = 0, cast_s = 0;
+  if (overlap_) {
+    // ---- optimizer, overlapped with the gradient offload and the copy-back ----
+    const step_detail::OverlapTimes o = overlap_->run(t, t0, s);
+    grad_wait = o.grad_wait_s;
+    adam_s = o.adam_s;
+    cb_s = o.copy_back_s;
+    cast_s = o.host_cast_s;
+    // Read the loss only now: a copy into pageable memory may block the host until the
+    // compute queue reaches it, which must not hold up the first piece's Adam.
+    dev_.copy_to_host(Queue::compute, &loss_host_, loss_.as<void>(), sizeof(float));
+  } else {
   // ---- wait for the gradients (and read the loss, long computed by now) ----
   auto tw = Clock::now();
   dev_.copy_to_host(Queue::compute, &loss_host_, loss_.as<void>(), sizeof(float));
   dev_.synchronize();  // Adam must see every module's gradients
-  const double grad_wait = since(tw);
+  grad_wait = since(tw);
 
   // ---- optimizer: per sub-group CPU Adam, then the parameters go back to the device ----
   AdamHyper hyper;
-  double adam_s = 0, cb_s = 0, cast_s = 0;
   for (std::size_t gi = 0; gi < sub_groups_.size(); ++gi) {
     const SubGroup& sg = sub_groups_[gi];
     const std::int64_t len = sg.end - sg.begin;
@@ -432,6 +476,7 @@ StepSample ArmRunner::run_step(int t) {
       cb_s += since(tc);
     }
   }
+  }  // stock schedule
   dev_.synchronize();
   s.wall_s = since(t0);
   s.loss = loss_host_;
@@ -448,6 +493,7 @@ StepSample ArmRunner::run_step(int t) {
                      *task_end_[static_cast<std::size_t>(M)]);
   bwd.host_s = backward_host;
   bwd.params = P;
+  link_s_ = 0;
   auto& go = s.phases["grad_offload"];
   go.device_s = 0;
   go.host_s = grad_wait;
@@ -458,6 +504,7 @@ StepSample ArmRunner::run_step(int t) {
     const std::string& name = layout_.modules[ju].name;
     const double d = dur(*d2h_start_[ju], *d2h_end_[ju]);
     go.device_s += d;
+    link_s_ += dur(*d2h_copy_start_[ju], *d2h_end_[ju]);
     s.spans.push_back({"d2h", "grad:" + name, rel(*d2h_start_[ju]), d});
     s.spans.push_back({"compute", name + ".fwd", rel(*task_start_[ju]),
                        dur(*task_start_[ju], *task_end_[ju])});
@@ -482,6 +529,7 @@ StepSample ArmRunner::run_step(int t) {
       span.start_s = rel(*fetch_start_[f]);
       span.duration_s = d;
       pf.device_s += d;
+      link_s_ += d;
       ++f;
     }
     auto& hc = s.phases["host_cast"];
@@ -497,6 +545,7 @@ StepSample ArmRunner::run_step(int t) {
     for (std::int64_t p = 0; p < pieces_; ++p) {
       const auto pu = static_cast<std::size_t>(p);
       cb.device_s += dur(*cb_copy_start_[pu], *cb_cast_end_[pu]);
+      link_s_ += dur(*cb_copy_start_[pu], *cb_copy_end_[pu]);
       const std::string tag = "[" + std::to_string(p) + "]";
       s.spans.push_back({"h2d", "copy_back" + tag, rel(*cb_copy_start_[pu]),
                          dur(*cb_copy_start_[pu], *cb_copy_end_[pu])});
@@ -535,6 +584,9 @@ ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
   r.warmup = config.warmup;
   r.loop = to_string(config.loop);
   r.adam_threads = runner.threads();
+  r.schedule = to_string(config.schedule);
+  r.placement = runner.placement();
+  r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
   // The arm's own buffers are all allocated by now, so the growth of the current counters is
   // this arm's peak even when an earlier arm in the same process raised the global peaks.
   r.locked_bytes = after.locked_bytes - before.locked_bytes;
@@ -552,8 +604,10 @@ ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
 
   const int total_steps = config.warmup + config.steps;
   double sum = 0, best = 0;
+  std::vector<double> link_s;
   for (int i = 0; i < total_steps; ++i) {
     StepSample s = runner.run_step(i + 1);
+    if (i >= config.warmup) link_s.push_back(runner.link_seconds());
     const bool timed = i >= config.warmup;
     std::fprintf(stderr, "[%s] step %d/%d (%s): %.4f s  loss %.3e\n", to_string(arm), i + 1,
                  total_steps, timed ? "timed" : "warmup", s.wall_s, static_cast<double>(s.loss));
@@ -567,6 +621,7 @@ ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
     r.step_avg_s = sum / config.steps;
     r.step_min_s = best;
   }
+  r.bound = step_detail::step_bound(r, link_s);
   r.gpu_peak_gb = static_cast<double>(device.memory_peak()) / 1e9;
   r.param_checksum = checksum_hex(runner.master(), runner.total());
   if (final_master != nullptr) final_master->assign(runner.master(), runner.master() + runner.total());

@@ -16,6 +16,7 @@ struct DeviceSizes {
   std::uint64_t grad_slot_bf16 = 0;  // one of the two gradient slots (largest module, bf16)
   std::uint64_t grad_slot_f32 = 0;   // its fp32 staging area for the D2H copy
   std::uint64_t copy_temp = 0;    // copy_back: the one fp32 temporary of chunk_elems
+  std::uint64_t copy_temp_second = 0;  // copy_back + --schedule overlap: the second one
   std::uint64_t hidden = 0;       // x_0 .. x_n, each [T,h] bf16
   std::uint64_t pre = 0;          // per layer [T,4h] bf16
   std::uint64_t act = 0;          // per layer [T,4h] bf16
@@ -26,7 +27,7 @@ struct DeviceSizes {
   std::uint64_t loss = 0;         // one float
 
   std::uint64_t total() const {
-    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + hidden +
+    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + copy_temp_second + hidden +
            pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss;
   }
 };
@@ -36,6 +37,11 @@ DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
 // Elements fetched per step under offload_param: every module in forward, every module but
 // the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
+
+// The lower bound of the arm's step from its timed samples (medians): Adam (the "adam"
+// phase's host time), the link (link_s: each timed step's pure copy device time) and compute
+// (forward + backward device time); bound = max(adam, link) + compute.
+StepBound step_bound(const ArmResult& r, const std::vector<double>& link_s);
 
 // run_arm that also hands back the final fp32 master (for the tests' element-wise checks).
 ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,

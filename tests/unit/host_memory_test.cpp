@@ -18,6 +18,7 @@
 #include "backends/cpu/cpu_device.hpp"
 #include "zob/errors.hpp"
 #include "zob/host_memory.hpp"
+#include "zob/thread_pool.hpp"
 
 namespace {
 
@@ -275,3 +276,25 @@ TEST(HostMemory, MlockRefusalNamesTheLimitAndLeavesNothingLocked) {
 }
 
 }  // namespace
+
+// First touch by a pool: every page is resident (mincore) and zero before mlock, in every
+// mode that maps memory, and the buffer behaves as without it.
+TEST(HostMemory, FirstTouchByAPoolFaultsEveryPageAndZeroesIt) {
+  zob::ThreadPool pool(3);
+  const std::size_t bytes = (std::size_t{5} << 20) + 3 * kPage + 17;
+  for (HostMemoryMode mode : {HostMemoryMode::pageable, HostMemoryMode::locked}) {
+    HostBuffer b(bytes, mode, nullptr, "touched", &pool);
+    const std::size_t pages = (bytes + kPage - 1) / kPage;
+    std::vector<unsigned char> resident(pages);
+    ASSERT_EQ(mincore(b.data(), pages * kPage, resident.data()), 0);
+    std::size_t present = 0;
+    for (unsigned char r : resident) present += r & 1u;
+    EXPECT_EQ(present, pages) << zob::to_string(mode);
+    const auto* p = b.as<unsigned char>();
+    std::size_t nonzero = 0;
+    for (std::size_t i = 0; i < bytes; ++i) nonzero += p[i] != 0;
+    EXPECT_EQ(nonzero, 0u);
+    expect_usable(b);
+  }
+  expect_counters_zero();
+}

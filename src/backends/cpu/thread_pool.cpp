@@ -3,6 +3,7 @@
 // CPU Adam runs once per sub-group per step and thread start-up would show in the timings.
 #include "zob/thread_pool.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <exception>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -17,6 +20,9 @@ namespace zob {
 
 struct ThreadPool::Impl {
   int threads = 1;
+  // Unpinned pools: the caller runs range 0 and threads-1 workers the rest. Pinned pools:
+  // every range runs on a pinned worker and the caller only waits (see thread_pool.hpp).
+  bool caller_works = true;
   std::vector<std::thread> workers;
   std::mutex mutex;
   std::condition_variable work_ready;
@@ -57,22 +63,57 @@ struct ThreadPool::Impl {
   }
 };
 
-ThreadPool::ThreadPool(int threads) : impl_(std::make_unique<Impl>()) {
+ThreadPool::ThreadPool(int threads) : ThreadPool(threads, std::vector<int>{}) {}
+
+ThreadPool::ThreadPool(int threads, const std::vector<int>& cpus)
+    : impl_(std::make_unique<Impl>()) {
   if (threads < 1) throw std::invalid_argument("ThreadPool needs at least one thread");
+  if (!cpus.empty() && cpus.size() < static_cast<std::size_t>(threads)) {
+    throw std::invalid_argument("ThreadPool: " + std::to_string(threads) + " threads but only " +
+                                std::to_string(cpus.size()) + " CPUs to pin them to");
+  }
   impl_->threads = threads;
+  impl_->caller_works = cpus.empty();
   impl_->ranges.resize(static_cast<std::size_t>(threads));
-  for (int i = 1; i < threads; ++i) {
-    impl_->workers.emplace_back([this, i] { impl_->worker_loop(i); });
+  try {
+    for (int i = impl_->caller_works ? 1 : 0; i < threads; ++i) {
+      impl_->workers.emplace_back([this, i] { impl_->worker_loop(i); });
+      if (cpus.empty()) continue;
+      // Pinned before its first job: the worker sleeps until parallel_for bumps generation,
+      // and a mask change takes effect at its next scheduling point anyway.
+      const int cpu = cpus[static_cast<std::size_t>(i)];
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      if (cpu < 0 || cpu >= CPU_SETSIZE) {
+        throw std::system_error(EINVAL, std::generic_category(),
+                                "ThreadPool: CPU " + std::to_string(cpu) + " out of range");
+      }
+      CPU_SET(cpu, &set);
+      const int rc = pthread_setaffinity_np(impl_->workers.back().native_handle(), sizeof set, &set);
+      if (rc != 0) {
+        throw std::system_error(rc, std::generic_category(),
+                                "pthread_setaffinity_np(worker " + std::to_string(i) + ", CPU " +
+                                    std::to_string(cpu) + ")");
+      }
+    }
+  } catch (...) {
+    stop();
+    throw;
   }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop(); }
+
+void ThreadPool::stop() noexcept {
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stopping = true;
   }
   impl_->work_ready.notify_all();
-  for (auto& t : impl_->workers) t.join();
+  for (auto& t : impl_->workers) {
+    if (t.joinable()) t.join();
+  }
+  impl_->workers.clear();
 }
 
 int ThreadPool::size() const { return impl_->threads; }
@@ -84,7 +125,7 @@ void ThreadPool::parallel_for(std::int64_t n,
   align = std::max<std::int64_t>(align, 1);
   const std::int64_t blocks = (n + align - 1) / align;
   const int parts = static_cast<int>(std::min<std::int64_t>(impl_->threads, blocks));
-  if (parts <= 1) {
+  if (parts <= 1 && impl_->caller_works) {
     fn(0, n);
     return;
   }
@@ -101,11 +142,11 @@ void ThreadPool::parallel_for(std::int64_t n,
     std::lock_guard lock(impl_->mutex);
     impl_->fn = &fn;
     impl_->error = nullptr;
-    impl_->pending = impl_->threads - 1;
+    impl_->pending = static_cast<int>(impl_->workers.size());
     ++impl_->generation;
   }
   impl_->work_ready.notify_all();
-  impl_->run_range(0);
+  if (impl_->caller_works) impl_->run_range(0);
   std::unique_lock lock(impl_->mutex);
   impl_->work_done.wait(lock, [&] { return impl_->pending == 0; });
   impl_->fn = nullptr;

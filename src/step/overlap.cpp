@@ -1,0 +1,110 @@
+// The optimizer phase of --schedule overlap (see overlap.hpp for the order and why it is
+// bitwise equal to stock).
+#include "step/overlap.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "zob/errors.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob::step_detail {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+std::vector<Piece> make_pieces(const ModelLayout& layout, std::int64_t sub_group_size,
+                               std::int64_t chunk_elems) {
+  if (sub_group_size <= 0 || chunk_elems <= 0) {
+    throw UsageError("make_pieces: sub_group_size and chunk_elems must be > 0");
+  }
+  std::vector<Piece> out;
+  const std::int64_t P = layout.total;
+  std::size_t module = 0;
+  for (std::int64_t sg = 0; sg < P; sg += sub_group_size) {
+    const std::int64_t sg_end = std::min(P, sg + sub_group_size);
+    for (std::int64_t off = sg; off < sg_end; off += chunk_elems) {
+      Piece p{off, std::min(sg_end, off + chunk_elems), static_cast<std::int64_t>(out.size()), 0};
+      while (module + 1 < layout.modules.size() &&
+             layout.modules[module].offset + layout.modules[module].count <= off) {
+        ++module;
+      }
+      p.first_module = static_cast<std::int64_t>(module);
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+OverlapSchedule::OverlapSchedule(Device& dev, ThreadPool& pool, const ModelLayout& layout,
+                                 std::vector<Piece> pieces, const OverlapBuffers& buffers,
+                                 const OverlapEvents& events)
+    : dev_(dev),
+      pool_(pool),
+      modules_(static_cast<std::int64_t>(layout.modules.size())),
+      pieces_(std::move(pieces)),
+      buf_(buffers),
+      ev_(events) {
+  // Gradients land head first (the highest offsets), the embedding last.
+  std::reverse(pieces_.begin(), pieces_.end());
+}
+
+OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
+  OverlapTimes out;
+  const bool copy_back = buf_.device_params != nullptr;
+  std::int64_t landed = modules_;  // modules >= landed are known to be on the host
+  std::size_t k = 0;               // pieces done this step, in processing order
+  for (const Piece& p : pieces_) {
+    const std::int64_t len = p.end - p.begin;
+    std::string tag = "[";
+    tag += std::to_string(p.index);
+    tag += ']';
+    // The d2h queue copies modules in landing order; each wait is usually on a finished or
+    // nearly finished copy, and there are at most `modules` of them per step.
+    const auto tw = Clock::now();
+    while (landed > p.first_module) {
+      --landed;
+      dev_.event_synchronize(*(*ev_.d2h_end)[static_cast<std::size_t>(landed)]);
+    }
+    const auto ta = Clock::now();
+    out.grad_wait_s += seconds(tw, ta);
+
+    adam_step(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
+              buf_.exp_avg_sq + p.begin, len, t, hyper_, pool_);
+    const auto tc = Clock::now();
+    out.adam_s += seconds(ta, tc);
+    s.spans.push_back({"cpu_adam", "adam" + tag, seconds(t0, ta), seconds(ta, tc)});
+
+    if (!copy_back) {
+      cast_f32_to_bf16_host(buf_.master + p.begin, buf_.host_bf16 + p.begin, len, pool_);
+      const auto te = Clock::now();
+      out.host_cast_s += seconds(tc, te);
+      s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds(t0, tc), seconds(tc, te)});
+      ++k;
+      continue;
+    }
+    // Copy-back of this piece through temporary k % 2, which the cast two pieces back read.
+    const auto pi = static_cast<std::size_t>(p.index);
+    float* temp = buf_.temp[k % 2];
+    if (k >= 2) {
+      const auto two_back = static_cast<std::size_t>(pieces_[k - 2].index);
+      dev_.queue_wait(Queue::h2d, *(*ev_.cast_end)[two_back]);
+    }
+    dev_.record(*(*ev_.copy_start)[pi], Queue::h2d);
+    dev_.copy_to_device(Queue::h2d, temp, buf_.master + p.begin, static_cast<std::size_t>(len) * 4);
+    dev_.record(*(*ev_.copy_end)[pi], Queue::h2d);
+    dev_.queue_wait(Queue::compute, *(*ev_.copy_end)[pi]);
+    dev_.record(*(*ev_.cast_start)[pi], Queue::compute);
+    dev_.cast_f32_to_bf16(temp, buf_.device_params + p.begin, len, Queue::compute);
+    dev_.record(*(*ev_.cast_end)[pi], Queue::compute);
+    out.copy_back_s += seconds(tc, Clock::now());
+    ++k;
+  }
+  return out;
+}
+
+}  // namespace zob::step_detail

@@ -1,0 +1,87 @@
+// Internal to src/step: the optimizer phase of --schedule overlap.
+//
+// Stock (REFERENCE.md §3) waits for every gradient, then per sub-group runs Adam and copies
+// the sub-group back. Overlap runs the same element-wise math in another order:
+//  (a) pieces (each sub-group split into chunk_elems, the stock copy-back pieces) are taken
+//      in the order their gradients land on the host - head first, layers in reverse, the
+//      embedding last - and each waits only on the D2H events of the modules it covers;
+//  (b) copy_back loop: after a piece's Adam its copy-back (H2D + device cast) is enqueued
+//      through one of two fp32 device temporaries, and the host goes on with the next
+//      piece's Adam; a temporary is overwritten only after the cast that read it finished;
+//  (c) offload_param loop: the host bf16 cast of a piece follows its Adam at once.
+// Adam and the casts are element-wise and bitwise independent of how a range is split, so
+// the results equal stock bit for bit. With unregistered memory each copy blocks the host
+// thread while the driver stages it, so (b) mostly disappears: that is what the tool measures.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "step/device_buffer.hpp"
+#include "zob/adam.hpp"
+#include "zob/config.hpp"
+#include "zob/model.hpp"
+#include "zob/result.hpp"
+
+namespace zob {
+class ThreadPool;
+}
+
+namespace zob::step_detail {
+
+// One copy-back piece: [begin, end) of the flat parameter array, numbered like stock's.
+struct Piece {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t index = 0;         // stock numbering (sub-group order, then offset)
+  std::int64_t first_module = 0;  // lowest module the piece covers
+};
+
+// Every piece of every sub-group, in stock order.
+std::vector<Piece> make_pieces(const ModelLayout& layout, std::int64_t sub_group_size,
+                               std::int64_t chunk_elems);
+
+struct OverlapBuffers {
+  float* master = nullptr;      // host fp32 master
+  const float* grads = nullptr; // host fp32 gradients
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+  bf16* host_bf16 = nullptr;    // offload_param: pinned bf16 params; else null
+  bf16* device_params = nullptr;  // copy_back: device bf16 params; else null
+  float* temp[2] = {nullptr, nullptr};  // copy_back: the two fp32 device temporaries
+};
+
+struct OverlapEvents {
+  const Events* d2h_end = nullptr;  // per module
+  const Events* copy_start = nullptr;  // per piece (stock numbering); copy_back only
+  const Events* copy_end = nullptr;
+  const Events* cast_start = nullptr;
+  const Events* cast_end = nullptr;
+};
+
+struct OverlapTimes {
+  double grad_wait_s = 0;  // host blocked on gradient events
+  double adam_s = 0;
+  double copy_back_s = 0;  // host time enqueuing copy-backs (blocking when unregistered)
+  double host_cast_s = 0;  // offload_param
+};
+
+class OverlapSchedule {
+ public:
+  OverlapSchedule(Device& dev, ThreadPool& pool, const ModelLayout& layout,
+                  std::vector<Piece> pieces, const OverlapBuffers& buffers,
+                  const OverlapEvents& events);
+  // The optimizer phase of Adam step t. Returns with copies and casts still in flight: the
+  // caller's one wait at the end of the step covers them. Spans go to s, relative to t0.
+  OverlapTimes run(int t, std::chrono::steady_clock::time_point t0, StepSample& s);
+
+ private:
+  Device& dev_;
+  ThreadPool& pool_;
+  std::int64_t modules_;
+  std::vector<Piece> pieces_;  // processing order: descending offset
+  OverlapBuffers buf_;
+  OverlapEvents ev_;
+  AdamHyper hyper_;
+};
+
+}  // namespace zob::step_detail

@@ -1,0 +1,166 @@
+// End-to-end on the CPU device: a 2x2 sweep under --schedule overlap, the per-arm bound,
+// placement and time-to-result keys, and refusals of the new flags (exit 2, one line).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct BenchRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Runs the binary with stdout / stderr in files (no pipes to drain), waits for it.
+BenchRun run_bench(const std::vector<std::string>& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(rand());
+  const auto out = dir / ("zob_sched_out_" + tag), err = dir / ("zob_sched_err_" + tag);
+  std::vector<std::string> owned{ZOB_BINARY};
+  owned.insert(owned.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) {
+      ::_exit(126);
+    }
+    ::execv(ZOB_BINARY, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BenchRun r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+nlohmann::json driver_result(const std::string& out) {
+  for (const auto& line : lines_of(out)) {
+    if (line.rfind("DRIVERRESULT=", 0) == 0) return nlohmann::json::parse(line.substr(13));
+  }
+  ADD_FAILURE() << "no DRIVERRESULT line in:\n" << out;
+  return {};
+}
+
+const std::vector<std::string> kTiny{"--device", "cpu", "--hidden", "32", "--layers", "2",
+                                     "--batch", "2", "--seq", "8", "--vocab", "300",
+                                     "--steps", "2", "--warmup", "1"};
+
+std::vector<std::string> tiny(std::vector<std::string> extra) {
+  auto args = kTiny;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(SchedE2E, TwoByTwoSweepUnderOverlap) {
+  // P = 2*300*32 + 2*(8*32*32 + 160) = 35968 parameters.
+  const BenchRun r = run_bench(tiny({"--threads", "2", "--schedule", "overlap",
+                                     "--chunk-elems", "1000,30000",
+                                "--sub-group-size", "7000,1000000"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<std::string> headers;
+  for (const auto& line : lines_of(r.out)) {
+    if (line.rfind("chunk_elems=", 0) == 0) headers.push_back(line);
+  }
+  EXPECT_EQ(headers, (std::vector<std::string>{"chunk_elems=1000 sub_group_size=7000",
+                                               "chunk_elems=1000 sub_group_size=1000000",
+                                               "chunk_elems=30000 sub_group_size=7000",
+                                               "chunk_elems=30000 sub_group_size=1000000"}));
+  const nlohmann::json j = driver_result(r.out);
+  ASSERT_EQ(j.at("sweep").size(), 4u);
+  EXPECT_EQ(j.at("registered"), j.at("sweep")[0].at("registered"));
+  EXPECT_EQ(j.at("speedup"), j.at("sweep")[0].at("speedup"));
+  EXPECT_EQ(j.at("workload").at("schedule"), "overlap");
+  EXPECT_TRUE(j.at("validation").at("ok").get<bool>());
+  const std::string checksum = j.at("registered").at("param_checksum");
+  std::set<int> pids;
+  for (const auto& e : j.at("sweep")) {
+    for (const char* a : {"registered", "unregistered"}) {
+      const auto& arm = e.at(a);
+      SCOPED_TRACE(std::string(a) + " chunk " + e.at("chunk_elems").dump());
+      EXPECT_TRUE(arm.at("ok").get<bool>());
+      EXPECT_EQ(arm.at("schedule"), "overlap");
+      // Pieces and sub-groups change the order, never the math.
+      EXPECT_EQ(arm.at("param_checksum"), checksum);
+      pids.insert(arm.at("pid").get<int>());
+      const auto& b = arm.at("bound");
+      EXPECT_GT(b.at("adam_s").get<double>(), 0);
+      EXPECT_GT(b.at("pcie_s").get<double>(), 0);
+      EXPECT_GE(b.at("compute_s").get<double>(), 0);
+      EXPECT_NEAR(b.at("bound_s").get<double>(),
+                  std::max(b.at("adam_s").get<double>(), b.at("pcie_s").get<double>()) +
+                      b.at("compute_s").get<double>(), 1e-12);
+      EXPECT_GT(b.at("ratio").get<double>(), 0);
+      EXPECT_EQ(arm.at("placement").at("policy"), "none");  // the CPU device has no NUMA node
+      const double wall = arm.at("wall_s"), setup = arm.at("setup_s");
+      EXPECT_GT(setup, 0);
+      double steps = 0;
+      for (const auto& t : arm.at("step_times_s")) steps += t.get<double>();
+      EXPECT_GT(wall, setup + steps) << "time to result covers setup and the steps";
+    }
+  }
+  EXPECT_EQ(pids.size(), 8u) << "each arm of each combination in its own process";
+  int placement_lines = 0;
+  for (const auto& line : lines_of(r.err)) {
+    placement_lines += line.find("Adam threads: 2, placement none") != std::string::npos;
+  }
+  EXPECT_EQ(placement_lines, 8) << r.err;
+}
+
+TEST(SchedE2E, CpuAffinityPinsAndIsReported) {
+  const BenchRun r = run_bench(tiny({"--cpu-affinity", "0", "--threads", "1", "--arms",
+                                "unregistered"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = driver_result(r.out);
+  EXPECT_EQ(j.at("unregistered").at("placement").at("policy"), "cpu-affinity");
+  EXPECT_EQ(j.at("unregistered").at("placement").at("cpus"), (std::vector<int>{0}));
+  EXPECT_EQ(j.at("unregistered").at("schedule"), "stock");
+  EXPECT_EQ(j.at("sweep").size(), 1u);
+  EXPECT_NE(r.err.find("placement cpu-affinity, CPUs 0"), std::string::npos) << r.err;
+}
+
+TEST(SchedE2E, BadFlagsExitTwoWithOneLine) {
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+           {"--schedule", "eager"},
+           {"--cpu-affinity", "0-70000"},
+           {"--cpu-affinity", "4095"},
+           {"--cpu-affinity", "0", "--threads", "2"},
+           {"--chunk-elems", "1000,0"},
+           {"--sub-group-size", "10,,20"}}) {
+    const BenchRun r = run_bench(tiny(extra));
+    EXPECT_EQ(r.rc, 2) << extra[0] << " " << extra[1] << "\n" << r.err;
+    const auto lines = lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_NE(lines[0].find(extra[0]), std::string::npos) << lines[0];
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+}  // namespace

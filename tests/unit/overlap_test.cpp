@@ -1,0 +1,259 @@
+// --schedule overlap on the CPU device: bitwise equal to stock in both loops, whatever the
+// sub-groups and pieces; its pieces and spans; the bound object; placement; and that an arm
+// maps no more host memory than plan_memory says it needs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/cpu_device.hpp"
+#include "step/overlap.hpp"
+#include "step/step_internal.hpp"
+#include "zob/cpu_affinity.hpp"
+#include "zob/host_memory.hpp"
+#include "zob/model.hpp"
+#include "zob/step.hpp"
+
+namespace zob {
+namespace {
+
+// P = 2*61*8 + 3*(8*64 + 40) = 2632 parameters; modules: embedding 488, 3 layers of 552,
+// head 488.
+RunConfig base() {
+  RunConfig c;
+  c.model = {61, 8, 3};
+  c.batch = 3;
+  c.seq = 4;
+  c.steps = 3;
+  c.warmup = 1;
+  c.threads = 3;
+  c.seed = 9876;
+  return c;
+}
+
+struct Slicing {
+  std::int64_t sub_group, chunk;
+};
+// One piece in all; pieces straddling modules; pieces smaller than any module; a chunk
+// larger than its sub-group; odd sizes that leave short last pieces.
+const Slicing kSlicings[] = {{1000000000, 1 << 26}, {1000, 300}, {2632, 97}, {500, 4096},
+                             {777, 64}, {1, 1 << 20}};
+
+ArmResult run(const RunConfig& c, Arm arm, std::vector<float>* master) {
+  CpuDevice dev(2);
+  ArmResult r = step_detail::run_arm_capture(c, arm, dev, master);
+  EXPECT_EQ(dev.memory_in_use(), 0u);
+  return r;
+}
+
+std::vector<float> losses(const ArmResult& r) {
+  std::vector<float> l;
+  for (const auto& s : r.samples) l.push_back(s.loss);
+  return l;
+}
+
+TEST(Overlap, BitwiseEqualToStockInBothLoops) {
+  for (Loop loop : {Loop::copy_back, Loop::offload_param}) {
+    for (const Slicing& sl : kSlicings) {
+      if (sl.sub_group == 1 && loop == Loop::offload_param) continue;  // slow, adds nothing
+      RunConfig c = base();
+      c.loop = loop;
+      c.sub_group_size = sl.sub_group;
+      c.chunk_elems = sl.chunk;
+      if (sl.sub_group == 1) c.steps = 1;
+      std::vector<float> stock_master, overlap_master;
+      const ArmResult stock = run(c, Arm::unregistered, &stock_master);
+      c.schedule = Schedule::overlap;
+      const ArmResult over = run(c, Arm::registered, &overlap_master);
+      const std::string what = std::string(to_string(loop)) + " sub_group " +
+                               std::to_string(sl.sub_group) + " chunk " + std::to_string(sl.chunk);
+      ASSERT_TRUE(stock.ok && over.ok) << what;
+      EXPECT_EQ(stock.schedule, "stock");
+      EXPECT_EQ(over.schedule, "overlap");
+      EXPECT_EQ(stock.param_checksum, over.param_checksum) << what;
+      EXPECT_EQ(losses(stock), losses(over)) << what;
+      ASSERT_EQ(stock_master.size(), overlap_master.size());
+      EXPECT_EQ(std::memcmp(stock_master.data(), overlap_master.data(),
+                            stock_master.size() * sizeof(float)), 0) << what;
+      // The parameters moved (all but the embedding rows of tokens not in the batch, whose
+      // gradient is zero): a schedule that skipped Adam would fail here.
+      std::vector<float> initial(stock_master.size());
+      initial_parameters(ModelLayout::build(c.model), c.seed, initial.data());
+      std::size_t moved = 0;
+      for (std::size_t i = 0; i < initial.size(); ++i) moved += initial[i] != overlap_master[i];
+      EXPECT_GT(moved, initial.size() * 3 / 4) << what;
+    }
+  }
+}
+
+TEST(Overlap, PiecesCoverTheRangeInSubGroupsAndKnowTheirModule) {
+  const ModelLayout L = ModelLayout::build(base().model);
+  for (const Slicing& sl : kSlicings) {
+    const auto pieces = step_detail::make_pieces(L, sl.sub_group, sl.chunk);
+    std::int64_t next = 0;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const auto& p = pieces[i];
+      EXPECT_EQ(p.index, static_cast<std::int64_t>(i));
+      EXPECT_EQ(p.begin, next);
+      EXPECT_GT(p.end, p.begin);
+      EXPECT_LE(p.end - p.begin, sl.chunk);
+      EXPECT_EQ(p.begin / sl.sub_group, (p.end - 1) / sl.sub_group) << "crosses a sub-group";
+      const auto& m = L.modules[static_cast<std::size_t>(p.first_module)];
+      EXPECT_LE(m.offset, p.begin);
+      EXPECT_LT(p.begin, m.offset + m.count);
+      next = p.end;
+    }
+    EXPECT_EQ(next, L.total);
+  }
+}
+
+TEST(Overlap, SpansPhasesAndDeviceMemory) {
+  RunConfig c = base();
+  c.sub_group_size = 1000;
+  c.chunk_elems = 300;  // 4 + 4 + 3 = 11 pieces
+  c.schedule = Schedule::overlap;
+  const ArmResult r = run(c, Arm::unregistered, nullptr);
+  for (const auto& s : r.samples) {
+    int adam = 0, copies = 0, casts = 0;
+    for (const auto& span : s.spans) {
+      adam += span.track == "cpu_adam" && span.name.rfind("adam[", 0) == 0;
+      copies += span.track == "h2d" && span.name.rfind("copy_back[", 0) == 0;
+      casts += span.track == "compute" && span.name.rfind("cast[", 0) == 0;
+    }
+    EXPECT_EQ(adam, 11);
+    EXPECT_EQ(copies, 11);
+    EXPECT_EQ(casts, 11);
+    EXPECT_EQ(s.phases.at("adam").bytes, 28u * static_cast<std::uint64_t>(r.params));
+    EXPECT_EQ(s.phases.at("copy_back").bytes, 4u * static_cast<std::uint64_t>(r.params));
+  }
+  // Two fp32 temporaries of chunk_elems instead of one.
+  RunConfig stock = c;
+  stock.schedule = Schedule::stock;
+  EXPECT_EQ(plan_memory(c).device_bytes, plan_memory(stock).device_bytes + 4u * 300u);
+  EXPECT_EQ(plan_memory(c).host_pinned_bytes, plan_memory(stock).host_pinned_bytes);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+TEST(Overlap, BoundIsMaxOfAdamAndLinkPlusCompute) {
+  for (Schedule sch : {Schedule::stock, Schedule::overlap}) {
+    for (Loop loop : {Loop::copy_back, Loop::offload_param}) {
+      RunConfig c = base();
+      c.steps = 4;
+      c.schedule = sch;
+      c.loop = loop;
+      const ArmResult r = run(c, Arm::unregistered, nullptr);
+      const StepBound& b = r.bound;
+      std::vector<double> adam, compute, wall;
+      for (std::size_t i = static_cast<std::size_t>(c.warmup); i < r.samples.size(); ++i) {
+        const auto& s = r.samples[i];
+        adam.push_back(s.phases.at("adam").host_s);
+        compute.push_back(s.phases.at("forward").device_s + s.phases.at("backward").device_s);
+        wall.push_back(s.wall_s);
+      }
+      EXPECT_DOUBLE_EQ(b.adam_s, median(adam));
+      EXPECT_DOUBLE_EQ(b.compute_s, median(compute));
+      EXPECT_GT(b.pcie_s, 0);
+      // The link time is the copies alone: below the D2H phase (which includes the device
+      // cast) plus the copy-back / fetch device time.
+      double upper = 0;
+      for (std::size_t i = static_cast<std::size_t>(c.warmup); i < r.samples.size(); ++i) {
+        const auto& ph = r.samples[i].phases;
+        upper = std::max(upper, ph.at("grad_offload").device_s +
+                                    ph.at(loop == Loop::copy_back ? "copy_back" : "param_fetch")
+                                        .device_s);
+      }
+      EXPECT_LE(b.pcie_s, upper * (1 + 1e-9));
+      EXPECT_DOUBLE_EQ(b.bound_s, std::max(b.adam_s, b.pcie_s) + b.compute_s);
+      EXPECT_DOUBLE_EQ(b.ratio, median(wall) / b.bound_s);
+    }
+  }
+}
+
+TEST(Overlap, PlacementFollowsCpuAffinity) {
+  const std::vector<int> allowed = allowed_cpu_list();
+  RunConfig c = base();
+  c.threads = 1;
+  c.cpu_affinity = {allowed.back()};
+  c.schedule = Schedule::overlap;
+  const ArmResult r = run(c, Arm::unregistered, nullptr);
+  EXPECT_EQ(r.placement.policy, "cpu-affinity");
+  EXPECT_EQ(r.placement.cpus, (std::vector<int>{allowed.back()}));
+  c.cpu_affinity.clear();
+  const ArmResult d = run(c, Arm::unregistered, nullptr);  // the CPU device has no NUMA node
+  EXPECT_EQ(d.placement.policy, "none");
+  EXPECT_TRUE(d.placement.cpus.empty());
+  EXPECT_EQ(r.param_checksum, d.param_checksum);
+}
+
+std::uint64_t vm_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line.c_str(), "VmRSS: %llu kB", &kib) == 1) return kib * 1024;
+  }
+  return 0;
+}
+
+// Host memory of an arm: what HostBuffer maps is what plan_memory needs (page rounding
+// aside), and the process's resident set grows by no more than 1.05x the plan (on the CPU
+// device the "device" memory is host memory too, so it counts).
+TEST(HostMemory, ArmMapsNoMoreThanThePlan) {
+  RunConfig c;
+  c.model = {32000, 128, 4};  // 8.8 M parameters: 141 MB of offload state
+  c.batch = 1;
+  c.seq = 8;
+  c.steps = 1;
+  c.warmup = 0;
+  c.threads = 2;
+  // The CPU device keeps per-thread fp32 GEMM scratch (and OpenBLAS its workspace) between
+  // calls, sized by the largest GEMM: kernel workspace of the CPU "device", absent on a GPU and
+  // not the arm's. One unmeasured arm of the same shape takes it first.
+  run(c, Arm::unregistered, nullptr);
+  for (Schedule sch : {Schedule::stock, Schedule::overlap}) {
+    c.schedule = sch;
+    const MemoryPlan plan = plan_memory(c);
+    const std::uint64_t host_plan = plan.host_pinned_bytes + plan.host_pageable_bytes;
+    const std::uint64_t rss0 = vm_rss_bytes();
+    ASSERT_GT(rss0, 0u);
+    std::atomic<bool> done{false};
+    std::atomic<std::uint64_t> rss_peak{rss0}, mapped_peak{0};
+    std::thread sampler([&] {
+      while (!done) {
+        rss_peak = std::max(rss_peak.load(), vm_rss_bytes());
+        mapped_peak = std::max(mapped_peak.load(), host_memory_counters().mapped_bytes);
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    });
+    ArmResult r;
+    {
+      CpuDevice dev(2);
+      r = step_detail::run_arm_capture(c, Arm::unregistered, dev, nullptr);
+    }
+    done = true;
+    sampler.join();
+    ASSERT_TRUE(r.ok);
+    EXPECT_GE(r.host_mapped_bytes, host_plan);
+    EXPECT_LE(static_cast<double>(r.host_mapped_bytes), 1.05 * static_cast<double>(host_plan));
+    EXPECT_LE(static_cast<double>(mapped_peak.load()), 1.05 * static_cast<double>(host_plan));
+    const double grown = static_cast<double>(rss_peak.load() - rss0);
+    const double need = static_cast<double>(host_plan + plan.device_bytes);
+    EXPECT_LE(grown, 1.05 * need) << "RSS grew " << grown / 1e6 << " MB for a plan of "
+                                  << need / 1e6 << " MB";
+    EXPECT_GE(grown, 0.5 * static_cast<double>(host_plan)) << "the sampler saw no growth";
+    EXPECT_EQ(host_memory_counters().mapped_bytes, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace zob
