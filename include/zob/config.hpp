@@ -61,6 +61,9 @@ struct RunConfig {
   std::uint64_t seed = 42;
   std::string json_path;  // empty: no file
   double timeout_s = 0;   // per arm; 0 = no limit
+  // Ranks per arm, one per device (indices device_index, device_index + 1, ...; on the CPU
+  // device every rank uses the CPU). 0 = all devices of the backend, resolved by the driver.
+  int gpus = 1;
   int repeats = 1;          // rounds of all arms, interleaved (A B A B ...), each arm a fresh child
   std::string trace_path;   // --trace FILE: Chrome trace of every arm run; empty: none
   bool skip_preflight = false;  // --skip-preflight

@@ -38,6 +38,19 @@ struct StepSample {
   std::vector<TraceSpan> spans;
 };
 
+// One rank of a multi-rank arm (--gpus N > 1): its own step times and phases.
+struct RankResult {
+  int rank = 0;
+  int device_index = 0;
+  int pid = 0;
+  bool ok = false;
+  std::string error;                  // set when !ok
+  std::vector<double> step_s;         // every step's wall time, warmup first
+  std::map<std::string, PhaseSample> phases;  // averages over the timed steps
+  std::int64_t shard_elems = 0;       // elements this rank owns (padding included)
+  std::string shard_checksum;         // checksum_hex of its final fp32 master shard
+};
+
 // The lower bound of a step under a perfect overlap of Adam with the link (REFERENCE.md §7):
 // medians over the timed steps.
 struct StepBound {
@@ -88,6 +101,10 @@ struct ArmResult {
   std::uint64_t host_mapped_bytes = 0;  // bytes this arm's HostBuffers map (page-rounded)
   double wall_s = 0;                 // child process start to result (time to result)
   int pid = 0;                       // process that ran the arm (set by the driver, not the step)
+  // --gpus N: the ranks, in rank order (empty with one rank). With N > 1 each step's wall_s
+  // is the slowest rank's, the loss the sum over ranks, param_checksum combines the shards'.
+  int gpus = 1;
+  std::vector<RankResult> ranks;
 
   // Timed (post-warmup) step times.
   std::vector<double> timed_step_s() const;

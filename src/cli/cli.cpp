@@ -35,6 +35,7 @@ constexpr std::int64_t kMaxSteps = 1'000'000;
 constexpr std::int64_t kMaxThreads = 4096;
 constexpr std::int64_t kMaxElems = std::int64_t{1} << 50;
 constexpr double kMaxTimeoutS = 1e7;
+constexpr std::int64_t kMaxGpus = 64;  // the shared-memory collectives' rank limit
 constexpr std::int64_t kMaxRepeats = 10'000;
 
 std::string range_text(std::int64_t min, std::int64_t max) {
@@ -199,6 +200,15 @@ void validate_run_config(const RunConfig& c) {
     throw UsageError("--sub-group-size: the sweep's first value must be the configured one");
   }
   in("--threads", c.threads, 1, kMaxThreads);
+  in("--gpus", c.gpus, 0, kMaxGpus);  // 0: "all", resolved by the driver
+  if (c.gpus != 1 && c.loop == Loop::offload_param) {
+    throw UsageError("--gpus with --offload-param is not implemented yet: several ranks run the "
+                     "default copy-back loop; drop --offload-param or use --gpus 1");
+  }
+  if (c.gpus != 1 && (c.schedule != Schedule::stock || !c.cpu_affinity.empty())) {
+    throw UsageError("--gpus with --schedule overlap or --cpu-affinity is not implemented yet: "
+                     "several ranks run the stock schedule, unpinned; drop those or use --gpus 1");
+  }
   validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());
   in("--repeats", c.repeats, 1, kMaxRepeats);
   if (!(c.timeout_s >= 0) || !std::isfinite(c.timeout_s) || c.timeout_s > kMaxTimeoutS) {
@@ -307,6 +317,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   std::string json_path;
   bool json_given = false;
   std::string timeout = "0";
+  std::string gpus = "1";
   std::string schedule = "stock";
   std::string cpu_affinity;
   std::string repeats = "1";
@@ -344,6 +355,8 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   auto* json_opt = app.add_option("--json", json_path, "also write DRIVERRESULT (pretty) here")
                        ->type_name("FILE");
   app.add_option("--timeout", timeout, "seconds per arm, 0 = no limit")->capture_default_str()->type_name("SECONDS");
+  app.add_option("--gpus", gpus, "ranks per arm, one per device (ZeRO-3 partitioned), or 'all'")
+      ->capture_default_str()->type_name("N|all");
   app.add_option("--repeats", repeats, "rounds of all arms, interleaved, each a fresh process")
       ->capture_default_str()->type_name("N");
   auto* trace_opt = app.add_option("--trace", trace_path,
@@ -471,6 +484,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   }
   c.seed = parse_unsigned_flag("--seed", seed);
   c.timeout_s = parse_seconds_flag("--timeout", timeout, kMaxTimeoutS);
+  c.gpus = gpus == "all" ? 0 : static_cast<int>(parse_integer_flag("--gpus", gpus, 1, kMaxGpus));
   c.repeats = static_cast<int>(parse_integer_flag("--repeats", repeats, 1, kMaxRepeats));
   c.skip_preflight = skip_preflight;
   validate_run_config(c);

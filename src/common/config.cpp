@@ -77,6 +77,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"sub_group_size", c.sub_group_size}, {"threads", c.threads},
       {"seed", c.seed},               {"json_path", c.json_path},
       {"timeout_s", c.timeout_s},
+      {"gpus", c.gpus},
       {"schedule", to_string(c.schedule)},
       {"cpu_affinity", c.cpu_affinity},
       {"chunk_elems_sweep", c.chunk_elems_sweep},
@@ -108,6 +109,7 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.seed = j.at("seed").get<std::uint64_t>();
   c.json_path = j.at("json_path").get<std::string>();
   c.timeout_s = j.at("timeout_s").get<double>();
+  c.gpus = j.value("gpus", 1);
   // Keys added after the first schema: absent means the old behaviour.
   c.schedule = parse_schedule(j.value("schedule", std::string("stock")));
   c.cpu_affinity = j.value("cpu_affinity", std::vector<int>{});

@@ -20,6 +20,7 @@
 
 #include "cli/cli.hpp"
 #include "driver/driver.hpp"
+#include "driver/ranks.hpp"
 #include "report/json_util.hpp"
 #include "report/report.hpp"
 #include "zob/errors.hpp"
@@ -95,6 +96,21 @@ void apply_test_fault(Arm arm, int fd) {
                kind.c_str());
 }
 
+// --gpus all: the devices of the backend from --device-index on (the CPU device is one).
+int count_devices(const std::string& backend, int first) {
+  if (backend == "cpu") return 1;
+  int n = 1;
+  while (n < 64) {
+    try {
+      create_device({backend, first + n});
+    } catch (const std::exception&) {
+      break;
+    }
+    ++n;
+  }
+  return n;
+}
+
 // Seconds since this process started (exec included): /proc/self/stat's starttime against
 // CLOCK_BOOTTIME, both since boot. Clock-tick resolution (10 ms), fine for seconds of setup.
 // nullopt when /proc is not there.
@@ -149,6 +165,7 @@ int run_probe_child(const RunConfig& config, int result_fd) {
       device = create_device({to_string(config.device), config.device_index});
     }
     out = {{"ok", true}, {"device_info", device->info()}};
+    if (config.gpus == 0) out["device_count"] = count_devices(device->info().backend, config.device_index);
   } catch (const DeviceError& e) {
     out = {{"ok", false},
            {"unavailable", e.kind() == DeviceErrorKind::unavailable},
@@ -166,6 +183,7 @@ int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
   const auto entered = std::chrono::steady_clock::now();
   const std::optional<double> age_at_entry = process_age_seconds();
   apply_test_fault(arm, result_fd);
+  if (config.gpus > 1) return run_ranked_arm_child(config, arm, result_fd);  // driver/ranks.cpp
   ArmResult r;
   int code = 0;
   try {

@@ -126,6 +126,8 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
     ArmResult f = fail(r.error.empty() ? fmt::format("child process {} exited with code {}",
                                                      pid, o.exit_code)
                                        : r.error);
+    f.gpus = r.gpus;  // --gpus: which rank failed how
+    f.ranks = std::move(r.ranks);
     return f;
   }
   return r;
@@ -266,6 +268,13 @@ int run_driver(const RunConfig& config) {
   RunConfig resolved = config;
   resolved.device = parse_device_kind(info.backend);
   run.config.device = resolved.device;
+  if (resolved.gpus == 0) run.config.gpus = resolved.gpus = answer.value("device_count", 1);  // --gpus all
+  if (resolved.gpus > 1 && info.backend != "cpu") {  // see README "Several devices per arm"
+    error_line(fmt::format("--gpus {} on the {} device needs device collectives (NCCL), which are "
+                           "not implemented yet; use --device cpu, or --gpus 1", resolved.gpus,
+                           info.backend));
+    return exit_code::usage;
+  }
   run.device_info = info;
   run.has_environment = true;
   // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "zob/device.hpp"
+#include "zob/result.hpp"
 
 namespace zob {
 
@@ -26,6 +27,9 @@ std::string dump_json(const Json& j, int indent = -1) {
 }
 
 void to_json(nlohmann::json&, const DeviceInfo&);
+// The "ranks" array of a multi-rank arm (--gpus N), in the pipe format and in DRIVERRESULT.
+nlohmann::json rank_results_json(const std::vector<RankResult>& ranks);
+std::vector<RankResult> rank_results_from(const nlohmann::json& j);  // throws json::exception
 void from_json(const nlohmann::json&, DeviceInfo&);
 
 }  // namespace zob

@@ -72,6 +72,10 @@ nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
       {"device_name", r.device_info.name},
       {"phases", phases_json(r)},
   };
+  if (r.gpus != 1 || !r.ranks.empty()) {
+    j["gpus"] = r.gpus;
+    j["ranks"] = rank_results_json(r.ranks);
+  }
   add_arm_details(j, run, r);
   if (!r.ok) j["error"] = r.error;
   return j;
@@ -243,7 +247,8 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
                    {"loop", to_string(c.loop)},
                    {"chunk_elems", c.chunk_elems},
                    {"sub_group_size", c.sub_group_size},
-                   {"seed", c.seed}};
+                   {"seed", c.seed},
+                   {"gpus", c.gpus}};
   const Validation v = validate_arms(run);
   j["validation"] = {{"ok", v.ok()},
                      {"checksums_equal", v.checksums_equal},

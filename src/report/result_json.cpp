@@ -110,6 +110,47 @@ StepSample sample_from(const nlohmann::json& j) {
 
 }  // namespace
 
+nlohmann::json rank_results_json(const std::vector<RankResult>& ranks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RankResult& k : ranks) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (double t : k.step_s) steps.push_back(finite_or_null(t));
+    nlohmann::json phases = nlohmann::json::object();
+    for (const auto& [name, p] : k.phases) {
+      phases[name] = phase_json(p);
+      if (p.device_s < 0) phases[name]["device_s"] = nullptr;  // not a device phase
+    }
+    out.push_back({{"rank", k.rank},
+                   {"device_index", k.device_index},
+                   {"pid", k.pid},
+                   {"ok", k.ok},
+                   {"error", k.error},
+                   {"step_s", steps},
+                   {"phases", phases},
+                   {"shard_elems", k.shard_elems},
+                   {"shard_checksum", k.shard_checksum}});
+  }
+  return out;
+}
+
+std::vector<RankResult> rank_results_from(const nlohmann::json& j) {
+  std::vector<RankResult> out;
+  for (const auto& e : j) {
+    RankResult k;
+    k.rank = integer<int>(e.at("rank"));
+    k.device_index = integer<int>(e.at("device_index"));
+    k.pid = integer<int>(e.at("pid"));
+    k.ok = e.at("ok").get<bool>();
+    k.error = e.at("error").get<std::string>();
+    for (const auto& t : e.at("step_s")) k.step_s.push_back(number_or_nan(t));
+    for (const auto& [name, p] : e.at("phases").items()) k.phases[name] = phase_from(p);
+    k.shard_elems = integer<std::int64_t>(e.at("shard_elems"));
+    k.shard_checksum = e.at("shard_checksum").get<std::string>();
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 void to_json(nlohmann::json& j, const ArmResult& r) {
   nlohmann::json samples = nlohmann::json::array();
   for (const auto& s : r.samples) samples.push_back(sample_json(s));
@@ -147,6 +188,10 @@ void to_json(nlohmann::json& j, const ArmResult& r) {
       {"host_mapped_bytes", r.host_mapped_bytes},
       {"wall_s", finite_or_null(r.wall_s)},
   };
+  if (r.gpus != 1 || !r.ranks.empty()) {
+    j["gpus"] = r.gpus;
+    j["ranks"] = rank_results_json(r.ranks);
+  }
 }
 
 void from_json(const nlohmann::json& j, ArmResult& r) {
@@ -178,6 +223,9 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.setup_s = number_or_nan(j.at("setup_s"));
   r.adam_threads = integer<int>(j.at("adam_threads"));
   r.pid = j.contains("pid") ? integer<int>(j.at("pid")) : 0;
+  r.gpus = j.contains("gpus") ? integer<int>(j.at("gpus")) : 1;
+  r.ranks.clear();
+  if (j.contains("ranks")) r.ranks = rank_results_from(j.at("ranks"));
   // Added after the first schema: absent in older documents.
   r.schedule = j.value("schedule", std::string("stock"));
   if (j.contains("bound")) r.bound = j.at("bound").get<StepBound>();

@@ -52,9 +52,14 @@ def main():
     failed = driver_result(binary, ["--arms", "registered,unregistered"],
                            {"ZOB_TEST_CHILD_FAULT": "registered:exit"}, expect_rc=1)
     offload = driver_result(binary, ["--offload-param", "--arms", "pageable,hostalloc"])
+    # --gpus: the ranks array, of a good arm and of one whose rank 1 died.
+    ranked = driver_result(binary, ["--gpus", "2", "--repeats", "2"])
+    ranked_failed = driver_result(binary, ["--gpus", "2", "--arms", "registered"],
+                                  {"ZOB_TEST_RANK_FAULT": "registered:1:exit"}, expect_rc=1)
 
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
-                    ("--offload-param", offload)]:
+                    ("--offload-param", offload), ("--gpus 2", ranked),
+                    ("--gpus 2, rank 1 died", ranked_failed)]:
         errors = sorted(validator.iter_errors(d), key=lambda e: list(e.path))
         for e in errors:
             print(f"{name}: {'/'.join(map(str, e.path))}: {e.message}", file=sys.stderr)
@@ -74,7 +79,9 @@ def main():
     wrong = copy.deepcopy(doc)
     wrong["speedup"] = "2.3x"
     must_fail(validator, wrong, "a string speedup")
-    print("ok: 4 documents valid against", schema_path)
+    if len(ranked["registered"]["ranks"]) != 2 or len(ranked_failed["registered"]["ranks"]) != 2:
+        sys.exit("FAIL: --gpus 2 did not give two ranks")
+    print("ok: 6 documents valid against", schema_path)
 
 
 if __name__ == "__main__":

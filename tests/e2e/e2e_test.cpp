@@ -174,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(
                     Fault{"registered:exit", "exited with code 7", {}},
                     Fault{"unregistered:garbage", "malformed result", {}},
                     Fault{"registered:noresult", "exited with code 0 without a result", {}},
-                    Fault{"registered:hang", "timed out after 5 s", {"--timeout", "5"}}),  // 5 s: the healthy arm must finish within it on a loaded 2-core box and under ASan
+                    // 5 s: the healthy arm must finish within it on a loaded 2-core box
+                    Fault{"registered:hang", "timed out after 5 s", {"--timeout", "5"}}),
     [](const testing::TestParamInfo<Fault>& info) {
       std::string name = info.param.spec;
       for (char& c : name) {

@@ -1,0 +1,415 @@
+#include "driver/ranks.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "collectives/shm_collectives.hpp"
+#include "driver/driver.hpp"
+#include "report/json_util.hpp"
+#include "step/partitioned_step.hpp"
+#include "zob/device.hpp"
+#include "zob/errors.hpp"
+#include "zob/model.hpp"
+
+namespace zob {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A failed rank's peers wake at once through the abort flag; this is only how long the
+// launcher waits for them to write their reason before it SIGKILLs them.
+constexpr double kPeerGraceS = 2.0;
+// Data slot per rank in the shared segment: collectives move larger buffers in pieces.
+constexpr std::size_t kSlotBytes = std::size_t{4} << 20;
+
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+void write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// ZOB_TEST_RANK_FAULT=<arm>:<rank>:<segv|exit|hang>[:<n>]: that rank fails in that way at its
+// n-th collective call (default 5: inside the first step's forward). Test-only (tests/e2e).
+class FaultCollectives final : public Collectives {
+ public:
+  FaultCollectives(Collectives& inner, std::string kind, int at)
+      : inner_(inner), kind_(std::move(kind)), at_(at) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void all_gather(const void* s, void* f, std::size_t b) override {
+    tick();
+    inner_.all_gather(s, f, b);
+  }
+  void reduce_scatter(const void* in, ElemType t, float* out, std::size_t n) override {
+    tick();
+    inner_.reduce_scatter(in, t, out, n);
+  }
+  void broadcast(void* d, std::size_t b, int root) override {
+    tick();
+    inner_.broadcast(d, b, root);
+  }
+  void barrier() override {
+    tick();
+    inner_.barrier();
+  }
+  void abort(const std::string& reason) noexcept override { inner_.abort(reason); }
+
+ private:
+  void tick() {
+    if (++calls_ != at_) return;
+    std::fprintf(stderr, "zero3-offload-bench: test fault: rank %d: %s\n", rank(), kind_.c_str());
+    if (kind_ == "segv") {
+      ::signal(SIGSEGV, SIG_DFL);
+      ::raise(SIGSEGV);
+    } else if (kind_ == "exit") {
+      ::_exit(7);
+    } else if (kind_ == "hang") {
+      while (true) ::pause();
+    }
+  }
+  Collectives& inner_;
+  std::string kind_;
+  int at_;
+  int calls_ = 0;
+};
+
+// The fault for this rank, if ZOB_TEST_RANK_FAULT names it: {kind, n}; kind "" otherwise.
+std::pair<std::string, int> rank_fault(Arm arm, int rank) {
+  const char* spec = std::getenv("ZOB_TEST_RANK_FAULT");
+  if (spec == nullptr) return {"", 0};
+  char arm_name[32] = {}, kind[16] = {};
+  int r = -1, at = 5;
+  if (std::sscanf(spec, "%31[^:]:%d:%15[^:]:%d", arm_name, &r, kind, &at) < 3) return {"", 0};
+  if (std::string(arm_name) != to_string(arm) || r != rank) return {"", 0};
+  return {kind, at};
+}
+
+int rank_device_index(const RunConfig& c, int rank) {
+  // One device per rank; the CPU device is one device shared by every rank.
+  return c.device == DeviceKind::cpu ? c.device_index : c.device_index + rank;
+}
+
+// The body of a rank process; never returns.
+[[noreturn]] void rank_main(const RunConfig& config, Arm arm, int rank, ShmRegion& region,
+                            int write_fd) {
+  ArmResult r;
+  int code = 0;
+  try {
+    ShmCollectives shm(region, rank, collective_timeout_s(config));
+    const auto fault = rank_fault(arm, rank);
+    FaultCollectives faulty(shm, fault.first, fault.second);
+    Collectives& comm = fault.first.empty() ? static_cast<Collectives&>(shm) : faulty;
+    std::unique_ptr<Device> device;
+    try {
+      device = create_device({to_string(config.device), rank_device_index(config, rank)});
+    } catch (const std::exception& e) {
+      comm.abort(fmt::format("rank {} could not open its device: {}", rank, one_line(e.what())));
+      throw;
+    }
+    r = run_partitioned_arm(config, arm, *device, comm);
+  } catch (const CollectiveError& e) {
+    r.ok = false;
+    r.error = one_line(e.what());
+    code = 1;
+  } catch (const std::exception& e) {
+    region.abort(rank, fmt::format("rank {} failed: {}", rank, one_line(e.what())));
+    r.ok = false;
+    r.error = one_line(e.what());
+    code = 1;
+  }
+  r.arm = arm;
+  r.pid = static_cast<int>(::getpid());
+  write_all(write_fd, dump_json(nlohmann::json(r)));
+  std::fflush(stderr);
+  std::fflush(stdout);
+  ::_exit(code);
+}
+
+std::string describe_outcome(const RankOutcome& o) {
+  if (o.killed_by_launcher) return "was stopped by the launcher after a peer failed";
+  if (o.term_signal != 0) return "killed by signal " + describe_signal(o.term_signal);
+  return fmt::format("exited with code {} without a result", o.exit_code);
+}
+
+std::string rank_label(const RunConfig& c, const RankOutcome& o) {
+  return fmt::format("rank {} of {} (pid {}, device {}:{})", o.rank, c.gpus, o.pid,
+                     to_string(c.device), o.device_index);
+}
+
+}  // namespace
+
+double collective_timeout_s(const RunConfig& config) {
+  constexpr double kDefault = 120.0;
+  return config.timeout_s > 0 ? std::min(kDefault, config.timeout_s / 2) : kDefault;
+}
+
+std::string combine_checksums(const std::vector<std::string>& shard_checksums) {
+  if (shard_checksums.size() == 1) return shard_checksums[0];
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over "c0|c1|..."
+  for (std::size_t i = 0; i < shard_checksums.size(); ++i) {
+    const std::string part = (i == 0 ? "" : "|") + shard_checksums[i];
+    for (unsigned char ch : part) {
+      h ^= ch;
+      h *= 1099511628211ull;
+    }
+  }
+  return fmt::format("{:016x}", h);
+}
+
+ArmResult merge_rank_results(const RunConfig& config, Arm arm,
+                             const std::vector<RankOutcome>& ranks, int culprit,
+                             const std::string& abort_reason) {
+  const ShardLayout shards = ShardLayout::build(ModelLayout::build(config.model),
+                                                static_cast<int>(ranks.size()));
+  std::vector<ArmResult> results(ranks.size());
+  std::vector<RankResult> summary;
+  int first_failed = -1;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const RankOutcome& o = ranks[i];
+    RankResult k;
+    k.rank = o.rank;
+    k.device_index = o.device_index;
+    k.pid = static_cast<int>(o.pid);
+    k.shard_elems = shards.total;
+    bool parsed = false;
+    if (!o.output.empty()) {
+      try {
+        results[i] = nlohmann::json::parse(o.output).get<ArmResult>();
+        parsed = true;
+      } catch (const std::exception& e) {
+        k.error = fmt::format("sent a malformed result: {}", one_line(e.what()));
+      }
+    }
+    if (parsed) {
+      const ArmResult& a = results[i];
+      k.ok = a.ok && o.exited && o.exit_code == 0;
+      k.error = a.ok ? (k.ok ? "" : describe_outcome(o)) : a.error;
+      for (const auto& s : a.samples) k.step_s.push_back(s.wall_s);
+      int n = 0;
+      for (std::size_t s = static_cast<std::size_t>(std::max(a.warmup, 0)); s < a.samples.size(); ++s, ++n) {
+        for (const auto& [name, p] : a.samples[s].phases) {
+          PhaseSample& acc = k.phases[name];
+          if (n == 0) acc.device_s = 0;
+          acc.device_s = (p.device_s < 0 || acc.device_s < 0) ? -1 : acc.device_s + p.device_s;
+          acc.host_s += p.host_s;
+          acc.bytes += p.bytes;
+          acc.params += p.params;
+        }
+      }
+      for (auto& [name, p] : k.phases) {
+        if (n == 0) break;
+        if (p.device_s >= 0) p.device_s /= n;
+        p.host_s /= n;
+        p.bytes /= static_cast<std::uint64_t>(n);
+        p.params /= n;
+      }
+      k.shard_checksum = a.param_checksum;
+    } else if (k.error.empty()) {
+      k.error = describe_outcome(o);
+    }
+    if (!k.ok && first_failed < 0) first_failed = static_cast<int>(i);
+    summary.push_back(std::move(k));
+  }
+
+  ArmResult m;
+  if (first_failed < 0) {
+    m = results[0];
+    std::vector<std::string> sums;
+    double total = 0, best = 0;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      sums.push_back(results[i].param_checksum);
+      m.gpu_peak_gb = std::max(m.gpu_peak_gb, results[i].gpu_peak_gb);
+      if (i > 0) {
+        m.locked_bytes += results[i].locked_bytes;
+        m.registered_bytes += results[i].registered_bytes;
+        m.register_s = std::max(m.register_s, results[i].register_s);
+        m.setup_s = std::max(m.setup_s, results[i].setup_s);
+      }
+    }
+    for (std::size_t s = 0; s < m.samples.size(); ++s) {
+      for (const ArmResult& a : results) {
+        if (s < a.samples.size()) m.samples[s].wall_s = std::max(m.samples[s].wall_s, a.samples[s].wall_s);
+      }
+      if (static_cast<int>(s) >= m.warmup) {
+        total += m.samples[s].wall_s;
+        best = static_cast<int>(s) == m.warmup ? m.samples[s].wall_s : std::min(best, m.samples[s].wall_s);
+      }
+    }
+    if (m.steps > 0) {
+      m.step_avg_s = total / m.steps;
+      m.step_min_s = best;
+    }
+    m.param_checksum = combine_checksums(sums);
+    m.ok = true;
+  } else {
+    // The rank at fault: the one the abort flag names, else the first one that failed.
+    std::size_t at = static_cast<std::size_t>(first_failed);
+    if (culprit >= 0 && static_cast<std::size_t>(culprit) < ranks.size()) at = static_cast<std::size_t>(culprit);
+    const RankResult& bad = summary[at];
+    // A culprit the launcher had to kill (it hung) is described by the abort reason: "rank 1
+    // did not reach barrier 9 of the collectives within 10 s".
+    std::string why = bad.error;
+    if (why.empty() || (ranks[at].killed_by_launcher && !abort_reason.empty())) why = abort_reason;
+    m.ok = false;
+    m.error = fmt::format("{} failed: {}", rank_label(config, ranks[at]), why);
+  }
+  m.arm = arm;
+  m.gpus = static_cast<int>(ranks.size());
+  m.ranks = std::move(summary);
+  return m;
+}
+
+int run_ranked_arm_child(const RunConfig& config, Arm arm, int result_fd) {
+  ArmResult merged;
+  int code = 0;
+  try {
+    validate_run_config(config);
+    // Every rank inherits it: NCCL must never use NVLink multicast (NVLS) on these machines.
+    ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+    const int n = config.gpus;
+    ShmRegion region = ShmRegion::create(n, kSlotBytes, to_string(arm));
+    std::vector<RankOutcome> outcomes(static_cast<std::size_t>(n));
+    std::vector<int> read_fds(static_cast<std::size_t>(n), -1);
+    const pid_t launcher = ::getpid();
+    std::fflush(stderr);
+    std::fflush(stdout);
+    for (int r = 0; r < n; ++r) {
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC) != 0) {
+        region.abort(-1, "the launcher could not create a pipe");
+        throw DeviceError(DeviceErrorKind::runtime,
+                          fmt::format("pipe2 for rank {}: {}", r, std::strerror(errno)));
+      }
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != launcher) ::_exit(127);
+        for (int k = 0; k < r; ++k) ::close(read_fds[static_cast<std::size_t>(k)]);
+        ::close(fds[0]);
+        rank_main(config, arm, r, region, fds[1]);
+      }
+      const int fork_errno = errno;
+      ::close(fds[1]);
+      if (pid < 0) {
+        ::close(fds[0]);
+        region.abort(-1, "the launcher could not start every rank");
+        for (int k = 0; k < r; ++k) {
+          ::kill(outcomes[static_cast<std::size_t>(k)].pid, SIGKILL);
+          ::waitpid(outcomes[static_cast<std::size_t>(k)].pid, nullptr, 0);
+          ::close(read_fds[static_cast<std::size_t>(k)]);
+        }
+        throw DeviceError(DeviceErrorKind::runtime,
+                          fmt::format("fork of rank {} of {}: {}", r, n, std::strerror(fork_errno)));
+      }
+      ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+      read_fds[static_cast<std::size_t>(r)] = fds[0];
+      RankOutcome& o = outcomes[static_cast<std::size_t>(r)];
+      o.rank = r;
+      o.device_index = rank_device_index(config, r);
+      o.pid = pid;
+    }
+
+    // Watch: read every rank's pipe, reap the ones that end. The first failure raises the
+    // abort flag (if the rank did not itself) and starts the peers' grace period.
+    std::vector<bool> reaped(static_cast<std::size_t>(n), false);
+    int alive = n;
+    bool failure = false;
+    Clock::time_point grace_end{};
+    bool killed = false;
+    while (alive > 0) {
+      std::vector<pollfd> pfds;
+      for (int r = 0; r < n; ++r) {
+        if (read_fds[static_cast<std::size_t>(r)] >= 0) pfds.push_back({read_fds[static_cast<std::size_t>(r)], POLLIN, 0});
+      }
+      ::poll(pfds.data(), static_cast<nfds_t>(pfds.size()), 50);
+      for (int r = 0; r < n; ++r) {
+        const auto ru = static_cast<std::size_t>(r);
+        RankOutcome& o = outcomes[ru];
+        if (read_fds[ru] >= 0) {
+          char buf[65536];
+          while (true) {
+            const ssize_t got = ::read(read_fds[ru], buf, sizeof buf);
+            if (got > 0) {
+              o.output.append(buf, static_cast<std::size_t>(got));
+              continue;
+            }
+            if (got < 0 && errno == EINTR) continue;
+            if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+              ::close(read_fds[ru]);
+              read_fds[ru] = -1;
+            }
+            break;
+          }
+        }
+        if (reaped[ru] || read_fds[ru] >= 0) continue;  // reap only after its pipe is drained
+        int status = 0;
+        const pid_t w = ::waitpid(o.pid, &status, killed ? 0 : WNOHANG);
+        if (w != o.pid) continue;
+        reaped[ru] = true;
+        --alive;
+        if (WIFEXITED(status)) {
+          o.exited = true;
+          o.exit_code = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+          o.term_signal = WTERMSIG(status);
+        }
+        const bool ok = o.exited && o.exit_code == 0;
+        if (!ok && !failure) {
+          failure = true;
+          grace_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(kPeerGraceS));
+          region.abort(r, fmt::format("{} {}", rank_label(config, o), describe_outcome(o)));
+        }
+      }
+      if (failure && !killed && Clock::now() >= grace_end) {
+        for (int r = 0; r < n; ++r) {
+          if (!reaped[static_cast<std::size_t>(r)]) {
+            ::kill(outcomes[static_cast<std::size_t>(r)].pid, SIGKILL);
+            outcomes[static_cast<std::size_t>(r)].killed_by_launcher = true;
+          }
+        }
+        killed = true;
+      }
+    }
+    merged = merge_rank_results(config, arm, outcomes, region.culprit(), region.reason());
+    code = merged.ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    merged.ok = false;
+    merged.error = one_line(e.what());
+    code = 1;
+  }
+  merged.arm = arm;
+  merged.pid = static_cast<int>(::getpid());
+  write_all(result_fd, dump_json(nlohmann::json(merged)));
+  return code;
+}
+
+}  // namespace zob

@@ -1,0 +1,481 @@
+// ZeRO-3 over several ranks (REFERENCE.md §3 with real partitioning): the copy_back loop of
+// step.cpp with each module's parameters all-gathered before use and its gradients
+// reduce-scattered after its backward. The model math (kernels, their order, the casts) is
+// step.cpp's, so one rank reproduces run_arm bit for bit; the collectives add the rank sum.
+//
+// Collectives here work on host-addressable memory (the shared-memory implementation), so the
+// host waits for the device before each one; on the CPU device that wait is free.
+#include "step/partitioned_step.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+#include <utility>
+
+#include "step/step_internal.hpp"
+#include "zob/adam.hpp"
+#include "zob/errors.hpp"
+#include "zob/host_memory.hpp"
+#include "zob/step.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob {
+
+ShardLayout ShardLayout::build(const ModelLayout& layout, int ranks) {
+  ShardLayout s;
+  s.ranks = ranks;
+  for (const ModuleSlice& m : layout.modules) {
+    const std::int64_t per = (m.count + ranks - 1) / ranks;
+    s.shard.push_back(per);
+    s.offset.push_back(s.total);
+    s.total += per;
+  }
+  return s;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+class Buffer {  // device memory, RAII
+ public:
+  Buffer() = default;
+  Buffer(Device& d, std::uint64_t bytes) : dev_(&d) {
+    if (bytes > 0) p_ = d.allocate(static_cast<std::size_t>(bytes));
+  }
+  ~Buffer() {
+    if (p_ != nullptr) dev_->deallocate(p_);
+  }
+  Buffer(Buffer&& o) noexcept : dev_(o.dev_), p_(std::exchange(o.p_, nullptr)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      if (p_ != nullptr) dev_->deallocate(p_);
+      dev_ = o.dev_;
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  template <class T>
+  T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  Device* dev_ = nullptr;
+  void* p_ = nullptr;
+};
+
+class RankRunner {
+ public:
+  RankRunner(const RunConfig& c, Arm arm, Device& dev, Collectives& comm)
+      : cfg_(c), arm_(arm), dev_(dev), comm_(comm), layout_(ModelLayout::build(c.model)),
+        shards_(ShardLayout::build(layout_, comm.size())) {}
+  ~RankRunner() {
+    try {
+      dev_.synchronize();
+    } catch (...) {  // the error that brought us here is the one worth reporting
+    }
+  }
+  RankRunner(const RankRunner&) = delete;
+  RankRunner& operator=(const RankRunner&) = delete;
+
+  void setup();
+  StepSample run_step(int t);
+  const float* master() const { return master_.as<float>(); }
+  std::int64_t shard_total() const { return shards_.total; }
+  int threads() const { return pool_->size(); }
+  const HostBuffer& master_buffer() const { return master_; }
+  double register_seconds() const {
+    return master_.register_seconds() + grads_.register_seconds();
+  }
+
+ private:
+  std::int64_t modules() const { return static_cast<std::int64_t>(layout_.modules.size()); }
+  std::int64_t padded(std::int64_t j) const {
+    return shards_.shard[static_cast<std::size_t>(j)] * comm_.size();
+  }
+  const bf16* gather(std::int64_t j, double& gather_s);
+  void forward_module(std::int64_t j, const bf16* w);
+  void backward_module(std::int64_t j, const bf16* w, bf16* g);
+  void copy_back(std::int64_t begin, std::int64_t end);
+  bf16* x(std::int64_t i) const { return xs_.as<bf16>() + i * T_ * h_; }
+  bf16* pre(std::int64_t i) const { return pre_.as<bf16>() + i * T_ * F_; }
+  bf16* act(std::int64_t i) const { return act_.as<bf16>() + i * T_ * F_; }
+
+  const RunConfig& cfg_;
+  Arm arm_;
+  Device& dev_;
+  Collectives& comm_;
+  ModelLayout layout_;
+  ShardLayout shards_;
+  std::int64_t T_ = 0, h_ = 0, F_ = 0, V_ = 0, n_ = 0, biggest_padded_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+  HostBuffer master_, grads_, exp_avg_, exp_avg_sq_;
+  Buffer param_shard_, copy_temp_, gathered_[2], grad_full_, grad_shard_;
+  Buffer xs_, pre_, act_, logits_, dy_, dtmp_, dact_, dpre_, ids_, uniq_, offsets_, positions_,
+      loss_;
+  EmbeddingGradIndex index_;
+  int next_slot_ = 0;
+};
+
+void RankRunner::setup() {
+  const RunConfig& c = cfg_;
+  if (c.batch <= 0 || c.seq <= 0 || c.chunk_elems <= 0 || c.sub_group_size <= 0 ||
+      c.steps < 0 || c.warmup < 0) {
+    throw UsageError("run_partitioned_arm: batch, seq, chunk_elems and sub_group_size must be "
+                     "> 0 and steps, warmup >= 0");
+  }
+  if (c.loop != Loop::copy_back) {
+    throw UsageError("--gpus > 1 runs the default copy-back loop only; --offload-param with "
+                     "several ranks is not implemented yet (use --gpus 1)");
+  }
+  if (dev_.info().backend != "cpu") {
+    throw UsageError(fmt::format(
+        "--gpus > 1 on the {} device needs device collectives (NCCL), which are not built yet; "
+        "the shared-memory collectives serve the CPU device (use --device cpu or --gpus 1)",
+        dev_.info().backend));
+  }
+  T_ = c.tokens();
+  h_ = c.model.hidden;
+  F_ = 4 * h_;
+  V_ = c.model.vocab;
+  n_ = c.model.layers;
+  for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
+    biggest_padded_ = std::max(biggest_padded_, padded(static_cast<std::int64_t>(m)));
+  }
+  pool_ = std::make_unique<ThreadPool>(c.threads > 0 ? c.threads : available_cpus());
+
+  // ---- host state: this rank's shards only ----
+  const std::int64_t S = shards_.total;
+  const auto S4 = static_cast<std::size_t>(S) * 4;
+  const HostMemoryMode pinned = pinned_mode_for(arm_);
+  // First-touched (zeroed) by the pool, as in step.cpp; runtime-allocated memory (hostalloc)
+  // is not, and is zeroed below: the master's padding must be zero.
+  master_ = HostBuffer(S4, pinned, &dev_, "fp32 master shard", pool_.get());
+  grads_ = HostBuffer(S4, pinned, &dev_, "fp32 gradient shard", pool_.get());
+  exp_avg_ = HostBuffer(S4, HostMemoryMode::pageable, &dev_, "Adam exp_avg shard", pool_.get());
+  exp_avg_sq_ = HostBuffer(S4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq shard",
+                           pool_.get());
+  for (HostBuffer* b : {&master_, &grads_, &exp_avg_, &exp_avg_sq_}) {
+    if (b->mode() != HostMemoryMode::device_host) continue;
+    char* p = b->as<char>();
+    pool_->parallel_for(static_cast<std::int64_t>(S4), [p](std::int64_t lo, std::int64_t hi) {
+      std::memset(p + lo, 0, static_cast<std::size_t>(hi - lo));
+    }, 4096);
+  }
+  {
+    // initial_parameters produces the whole array; keep this rank's part of each module.
+    std::vector<float> full(static_cast<std::size_t>(layout_.total));
+    initial_parameters(layout_, c.seed, full.data());
+    const std::int64_t r = comm_.rank();
+    for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
+      const ModuleSlice& mod = layout_.modules[m];
+      const std::int64_t lo = std::min(mod.count, r * shards_.shard[m]);
+      const std::int64_t hi = std::min(mod.count, (r + 1) * shards_.shard[m]);
+      std::copy(full.begin() + mod.offset + lo, full.begin() + mod.offset + hi,
+                master_.as<float>() + shards_.offset[m]);
+    }
+  }
+
+  // ---- device state ----
+  const step_detail::DeviceSizes ds = step_detail::device_sizes(c, layout_);
+  param_shard_ = Buffer(dev_, static_cast<std::uint64_t>(S) * 2);
+  copy_temp_ = Buffer(dev_, 4 * static_cast<std::uint64_t>(std::min(c.chunk_elems, S)));
+  for (auto& g : gathered_) g = Buffer(dev_, 2 * static_cast<std::uint64_t>(biggest_padded_));
+  grad_full_ = Buffer(dev_, 2 * static_cast<std::uint64_t>(biggest_padded_));
+  grad_shard_ = Buffer(dev_, 4 * static_cast<std::uint64_t>(biggest_padded_ / comm_.size()));
+  xs_ = Buffer(dev_, ds.hidden);
+  pre_ = Buffer(dev_, ds.pre);
+  act_ = Buffer(dev_, ds.act);
+  logits_ = Buffer(dev_, ds.logits);
+  dy_ = Buffer(dev_, ds.grad_hidden);
+  dtmp_ = Buffer(dev_, ds.grad_hidden);
+  dact_ = Buffer(dev_, ds.grad_ffn);
+  dpre_ = Buffer(dev_, ds.grad_ffn);
+  loss_ = Buffer(dev_, ds.loss);
+
+  // Data parallel: rank r's micro-batch. The embedding-gradient index as in step.cpp.
+  const std::vector<std::int32_t> ids =
+      token_ids(T_, V_, c.seed + static_cast<std::uint64_t>(comm_.rank()));
+  std::vector<std::int32_t> order(ids.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int32_t a, std::int32_t b) { return ids[a] < ids[b]; });
+  std::vector<std::int32_t> uniq, offsets;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || ids[order[i]] != ids[order[i - 1]]) {
+      uniq.push_back(ids[order[i]]);
+      offsets.push_back(static_cast<std::int32_t>(i));
+    }
+  }
+  offsets.push_back(static_cast<std::int32_t>(order.size()));
+  ids_ = Buffer(dev_, 4 * ids.size());
+  uniq_ = Buffer(dev_, 4 * uniq.size());
+  offsets_ = Buffer(dev_, 4 * offsets.size());
+  positions_ = Buffer(dev_, 4 * order.size());
+  dev_.copy_to_device(Queue::h2d, ids_.as<void>(), ids.data(), 4 * ids.size());
+  dev_.copy_to_device(Queue::h2d, uniq_.as<void>(), uniq.data(), 4 * uniq.size());
+  dev_.copy_to_device(Queue::h2d, offsets_.as<void>(), offsets.data(), 4 * offsets.size());
+  dev_.copy_to_device(Queue::h2d, positions_.as<void>(), order.data(), 4 * order.size());
+  dev_.synchronize();
+  index_ = EmbeddingGradIndex{uniq_.as<std::int32_t>(), offsets_.as<std::int32_t>(),
+                              positions_.as<std::int32_t>(),
+                              static_cast<std::int64_t>(uniq.size())};
+  copy_back(0, S);  // the initial bf16 shard: the same path a step takes after Adam
+  dev_.synchronize();
+}
+
+// Module j's full bf16 parameters (padded) in the next gather slot.
+const bf16* RankRunner::gather(std::int64_t j, double& gather_s) {
+  const auto t0 = Clock::now();
+  const auto ju = static_cast<std::size_t>(j);
+  bf16* slot = gathered_[next_slot_].as<bf16>();
+  next_slot_ ^= 1;
+  dev_.synchronize();  // the shard is final and nobody still reads the slot
+  comm_.all_gather(param_shard_.as<bf16>() + shards_.offset[ju], slot,
+                   static_cast<std::size_t>(shards_.shard[ju]) * 2);
+  gather_s += since(t0);
+  return slot;
+}
+
+void RankRunner::forward_module(std::int64_t j, const bf16* w) {
+  if (j == 0) {
+    dev_.embedding_forward(ids_.as<std::int32_t>(), w, x(0), T_, h_);
+  } else if (j == modules() - 1) {
+    dev_.gemm({false, true, T_, V_, h_, x(n_), h_, w, h_, logits_.as<bf16>(), V_});
+    dev_.sum(logits_.as<bf16>(), T_ * V_, loss_.as<float>());
+  } else {
+    const std::int64_t i = j - 1;
+    const bf16* w1 = w;
+    const bf16* b1 = w1 + F_ * h_;
+    const bf16* w2 = b1 + F_;
+    const bf16* b2 = w2 + h_ * F_;
+    dev_.gemm({false, true, T_, F_, h_, x(i), h_, w1, h_, pre(i), F_});
+    dev_.bias_gelu_forward(pre(i), b1, act(i), T_, F_);
+    dev_.gemm({false, true, T_, h_, F_, act(i), F_, w2, F_, x(i + 1), h_});
+    dev_.bias_add(x(i + 1), b2, T_, h_);
+    dev_.residual_add(x(i + 1), x(i), T_ * h_);
+  }
+}
+
+// As step.cpp's backward_module; the gradient is complete in g (padding zeroed) on return.
+void RankRunner::backward_module(std::int64_t j, const bf16* w, bf16* g) {
+  const auto ju = static_cast<std::size_t>(j);
+  const std::int64_t count = layout_.modules[ju].count;
+  if (padded(j) > count) {
+    dev_.fill_zero(Queue::compute, g + count, static_cast<std::size_t>(padded(j) - count) * 2);
+  }
+  bf16* dy = dy_.as<bf16>();
+  if (j == modules() - 1) {
+    bf16* dlogits = logits_.as<bf16>();
+    dev_.fill(dlogits, 1.0f, T_ * V_);
+    dev_.gemm({true, false, V_, h_, T_, dlogits, V_, x(n_), h_, g, h_});
+    dev_.gemm({false, false, T_, h_, V_, dlogits, V_, w, h_, dy, h_});
+  } else if (j == 0) {
+    dev_.fill_zero(Queue::compute, g, static_cast<std::size_t>(V_ * h_) * 2);
+    dev_.embedding_backward(index_, dy, g, h_);
+  } else {
+    const std::int64_t i = j - 1;
+    const bf16* w1 = w;
+    const bf16* w2 = w1 + F_ * h_ + F_;
+    bf16* gw1 = g;
+    bf16* gb1 = gw1 + F_ * h_;
+    bf16* gw2 = gb1 + F_;
+    bf16* gb2 = gw2 + h_ * F_;
+    bf16* dact = dact_.as<bf16>();
+    bf16* dpre = dpre_.as<bf16>();
+    dev_.gemm({false, false, T_, F_, h_, dy, h_, w2, F_, dact, F_});
+    dev_.gemm({true, false, h_, F_, T_, dy, h_, act(i), F_, gw2, F_});
+    dev_.column_sum(dy, gb2, T_, h_);
+    dev_.gelu_backward(dact, pre(i), dpre, T_ * F_);
+    dev_.gemm({true, false, F_, h_, T_, dpre, F_, x(i), h_, gw1, h_});
+    dev_.column_sum(dpre, gb1, T_, F_);
+    dev_.gemm({false, false, T_, h_, F_, dpre, F_, w1, h_, dtmp_.as<bf16>(), h_});
+    dev_.residual_add(dy, dtmp_.as<bf16>(), T_ * h_);
+  }
+}
+
+// [begin, end) of the shard array: fp32 master -> device bf16 shard in chunk_elems pieces.
+void RankRunner::copy_back(std::int64_t begin, std::int64_t end) {
+  for (std::int64_t off = begin; off < end; off += cfg_.chunk_elems) {
+    const std::int64_t len = std::min(cfg_.chunk_elems, end - off);
+    dev_.copy_to_device(Queue::h2d, copy_temp_.as<void>(), master_.as<float>() + off,
+                        static_cast<std::size_t>(len) * 4);
+    dev_.synchronize();
+    dev_.cast_f32_to_bf16(copy_temp_.as<float>(), param_shard_.as<bf16>() + off, len,
+                          Queue::compute);
+    dev_.synchronize();
+  }
+}
+
+StepSample RankRunner::run_step(int t) {
+  StepSample s;
+  const std::int64_t M = modules();
+  const std::int64_t S = shards_.total;
+  const auto Su = static_cast<std::uint64_t>(S);
+  const auto N = static_cast<std::uint64_t>(comm_.size());
+  comm_.barrier();  // every rank starts the step together: the slowest one sets its time
+  const auto t0 = Clock::now();
+  double gather_s = 0, rs_s = 0, offload_s = 0, fwd_s = 0, bwd_s = 0;
+  std::uint64_t gathered_elems = 0;
+
+  for (std::int64_t j = 0; j < M; ++j) {
+    const bf16* w = gather(j, gather_s);
+    gathered_elems += static_cast<std::uint64_t>(padded(j));
+    const auto tf = Clock::now();
+    forward_module(j, w);
+    dev_.synchronize();
+    fwd_s += since(tf);
+  }
+  float local_loss = 0;
+  dev_.copy_to_host(Queue::compute, &local_loss, loss_.as<void>(), sizeof(float));
+  dev_.synchronize();
+
+  for (std::int64_t j = M - 1; j >= 0; --j) {
+    const auto ju = static_cast<std::size_t>(j);
+    const bf16* w = gather(j, gather_s);
+    gathered_elems += static_cast<std::uint64_t>(padded(j));
+    const auto tb = Clock::now();
+    backward_module(j, w, grad_full_.as<bf16>());
+    dev_.synchronize();
+    bwd_s += since(tb);
+    const auto tr = Clock::now();
+    comm_.reduce_scatter(grad_full_.as<bf16>(), ElemType::bf16, grad_shard_.as<float>(),
+                         static_cast<std::size_t>(shards_.shard[ju]));
+    rs_s += since(tr);
+    const auto to = Clock::now();
+    dev_.copy_to_host(Queue::d2h, grads_.as<float>() + shards_.offset[ju], grad_shard_.as<void>(),
+                      static_cast<std::size_t>(shards_.shard[ju]) * 4);
+    dev_.synchronize();
+    offload_s += since(to);
+  }
+
+  // The loss of the step: the sum over ranks, in rank order.
+  std::vector<float> losses(static_cast<std::size_t>(comm_.size()));
+  comm_.all_gather(&local_loss, losses.data(), sizeof(float));
+  float loss = losses[0];
+  for (std::size_t r = 1; r < losses.size(); ++r) loss += losses[r];
+
+  AdamHyper hyper;
+  double adam_s = 0, cb_s = 0;
+  for (std::int64_t b = 0; b < S; b += cfg_.sub_group_size) {
+    const std::int64_t e = std::min(S, b + cfg_.sub_group_size);
+    const auto ta = Clock::now();
+    adam_step(master_.as<float>() + b, grads_.as<float>() + b, exp_avg_.as<float>() + b,
+              exp_avg_sq_.as<float>() + b, e - b, t, hyper, *pool_);
+    adam_s += since(ta);
+    s.spans.push_back({"cpu_adam", fmt::format("adam[{}]", b / cfg_.sub_group_size),
+                       std::chrono::duration<double>(ta - t0).count(), since(ta)});
+    const auto tc = Clock::now();
+    copy_back(b, e);
+    cb_s += since(tc);
+  }
+  dev_.synchronize();
+  s.wall_s = since(t0);
+  s.loss = loss;
+
+  // Host times: every phase here ends in a host wait, so host time is the phase's time.
+  auto put = [&](const char* name, double host_s, std::uint64_t bytes, std::int64_t params) {
+    PhaseSample& p = s.phases[name];
+    p.device_s = -1;
+    p.host_s = host_s;
+    p.bytes = bytes;
+    p.params = params;
+  };
+  const auto P = layout_.total;
+  put("forward", fwd_s, 0, P);
+  put("backward", bwd_s, 0, P);
+  put("all_gather", gather_s, 2 * gathered_elems * (N - 1) / N, static_cast<std::int64_t>(gathered_elems));
+  put("reduce_scatter", rs_s, 2 * Su * (N - 1), S);
+  put("grad_offload", offload_s, 4 * Su, S);
+  put("adam", adam_s, 28 * Su, S);
+  put("copy_back", cb_s, 4 * Su, S);
+  return s;
+}
+
+}  // namespace
+
+ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
+                              Collectives& comm, std::vector<float>* final_shard) {
+  const auto t_setup = Clock::now();
+  const HostMemoryCounters before = host_memory_counters();
+  RankRunner runner(config, arm, device, comm);
+  try {
+    runner.setup();
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const std::exception& e) {
+    comm.abort(fmt::format("rank {} failed in setup: {}", comm.rank(), e.what()));
+    throw;
+  }
+  const HostMemoryCounters after = host_memory_counters();
+
+  ArmResult r;
+  r.arm = arm;
+  r.device = device.info().backend;
+  r.device_info = device.info();
+  r.model = fmt::format("synthetic-h{}-l{}", config.model.hidden, config.model.layers);
+  r.params = parameter_count(config.model);
+  r.params_b = static_cast<double>(static_cast<std::int64_t>(
+                   static_cast<double>(r.params) / 1e6 + 0.5)) / 1e3;
+  r.batch = config.batch;
+  r.seq = config.seq;
+  r.tokens_per_step = config.tokens();
+  r.steps = config.steps;
+  r.warmup = config.warmup;
+  r.loop = to_string(config.loop);
+  r.adam_threads = runner.threads();
+  r.gpus = comm.size();
+  r.locked_bytes = after.locked_bytes - before.locked_bytes;
+  r.registered_bytes = after.registered_bytes - before.registered_bytes;
+  r.register_s = runner.register_seconds();
+  if (pinned_mode_for(arm) == HostMemoryMode::registered) {
+    const std::string& method = runner.master_buffer().registration_method();
+    r.registration = method.empty() ? "not-applicable" : method;
+    r.registration_verified = device.registration_applicable() &&
+                              device.is_registered(runner.master_buffer().data());
+  } else {
+    r.registration = "none";
+  }
+  r.setup_s = since(t_setup);
+
+  const int total_steps = config.warmup + config.steps;
+  double sum = 0, best = 0;
+  for (int i = 0; i < total_steps; ++i) {
+    StepSample s;
+    try {
+      s = runner.run_step(i + 1);
+    } catch (const CollectiveError&) {
+      throw;
+    } catch (const std::exception& e) {
+      comm.abort(fmt::format("rank {} failed in step {}: {}", comm.rank(), i + 1, e.what()));
+      throw;
+    }
+    const bool timed = i >= config.warmup;
+    std::fprintf(stderr, "[%s rank %d/%d] step %d/%d (%s): %.4f s  loss %.3e\n", to_string(arm),
+                 comm.rank(), comm.size(), i + 1, total_steps, timed ? "timed" : "warmup",
+                 s.wall_s, static_cast<double>(s.loss));
+    if (timed) {
+      sum += s.wall_s;
+      best = (i == config.warmup) ? s.wall_s : std::min(best, s.wall_s);
+    }
+    r.samples.push_back(std::move(s));
+  }
+  if (config.steps > 0) {
+    r.step_avg_s = sum / config.steps;
+    r.step_min_s = best;
+  }
+  r.gpu_peak_gb = static_cast<double>(device.memory_peak()) / 1e9;
+  r.param_checksum = checksum_hex(runner.master(), runner.shard_total());
+  if (final_shard != nullptr) {
+    final_shard->assign(runner.master(), runner.master() + runner.shard_total());
+  }
+  r.ok = true;
+  return r;
+}
+
+}  // namespace zob

@@ -1,0 +1,126 @@
+// The launcher's merge of the ranks' results: slowest rank per step, combined checksum, and a
+// failure that names the rank at fault.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "driver/ranks.hpp"
+#include "report/json_util.hpp"
+#include "zob/result.hpp"
+
+namespace zob {
+namespace {
+
+RunConfig cfg(int gpus) {
+  RunConfig c;
+  c.model = {61, 8, 3};
+  c.steps = 3;
+  c.warmup = 1;
+  c.gpus = gpus;
+  c.device = DeviceKind::cpu;
+  return c;
+}
+
+ArmResult rank_result(int rank, const std::vector<double>& walls, const std::string& checksum) {
+  ArmResult a;
+  a.arm = Arm::registered;
+  a.ok = true;
+  a.steps = 3;
+  a.warmup = 1;
+  a.param_checksum = checksum;
+  a.gpus = 2;
+  for (double w : walls) {
+    StepSample s;
+    s.wall_s = w;
+    s.loss = 1.5f;
+    s.phases["adam"] = PhaseSample{-1, w / 2, 28, 1};
+    a.samples.push_back(s);
+  }
+  a.pid = 100 + rank;
+  return a;
+}
+
+RankOutcome outcome(int rank, const ArmResult& a) {
+  RankOutcome o;
+  o.rank = rank;
+  o.pid = 100 + rank;
+  o.output = nlohmann::json(a).dump();
+  o.exited = true;
+  return o;
+}
+
+TEST(RanksMerge, StepTimeIsTheSlowestRankPerStep) {
+  std::mt19937 rng(99);
+  std::uniform_real_distribution<double> d(0.1, 1.0);
+  std::vector<double> w0, w1;
+  for (int i = 0; i < 4; ++i) {
+    w0.push_back(d(rng));
+    w1.push_back(d(rng));
+  }
+  const auto m = merge_rank_results(cfg(2), Arm::registered,
+                                    {outcome(0, rank_result(0, w0, "aaaa")),
+                                     outcome(1, rank_result(1, w1, "bbbb"))},
+                                    -1, "");
+  ASSERT_TRUE(m.ok) << m.error;
+  ASSERT_EQ(m.samples.size(), 4u);
+  double sum = 0, best = 1e9;
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(m.samples[i].wall_s, std::max(w0[i], w1[i]));
+    if (i >= 1) {
+      sum += std::max(w0[i], w1[i]);
+      best = std::min(best, std::max(w0[i], w1[i]));
+    }
+  }
+  EXPECT_DOUBLE_EQ(m.step_avg_s, sum / 3);
+  EXPECT_EQ(m.step_min_s, best);
+  EXPECT_EQ(m.gpus, 2);
+  ASSERT_EQ(m.ranks.size(), 2u);
+  EXPECT_EQ(m.ranks[1].step_s, w1);
+  EXPECT_DOUBLE_EQ(m.ranks[1].phases.at("adam").host_s, (w1[1] + w1[2] + w1[3]) / 6);
+  EXPECT_EQ(m.param_checksum, combine_checksums({"aaaa", "bbbb"}));
+  EXPECT_NE(combine_checksums({"aaaa", "bbbb"}), combine_checksums({"bbbb", "aaaa"}));
+  EXPECT_EQ(combine_checksums({"aaaa"}), "aaaa");
+  // round trip through the pipe format keeps the ranks
+  const ArmResult back = nlohmann::json(m).get<ArmResult>();
+  ASSERT_EQ(back.ranks.size(), 2u);
+  EXPECT_EQ(back.ranks[1].step_s, w1);
+  EXPECT_EQ(back.gpus, 2);
+}
+
+TEST(RanksMerge, FailureNamesTheCulpritRank) {
+  const auto ok0 = outcome(0, rank_result(0, {1, 1, 1, 1}, "aaaa"));
+  ArmResult stopped = rank_result(2, {1}, "");
+  stopped.ok = false;
+  stopped.error = "rank 2: stopped because rank 1 died";
+  RankOutcome o2 = outcome(2, stopped);
+  o2.exit_code = 1;
+  RankOutcome dead;
+  dead.rank = 1;
+  dead.pid = 101;
+  dead.term_signal = 11;
+  const auto m = merge_rank_results(cfg(3), Arm::registered, {ok0, dead, o2}, 1,
+                                    "rank 1 of 3 killed");
+  EXPECT_FALSE(m.ok);
+  EXPECT_EQ(m.error.rfind("rank 1 of 3 (pid 101, device cpu:0) failed: killed by signal SIGSEGV", 0), 0u)
+      << m.error;
+  ASSERT_EQ(m.ranks.size(), 3u);
+  EXPECT_TRUE(m.ranks[0].ok);
+  EXPECT_FALSE(m.ranks[1].ok);
+  EXPECT_FALSE(m.ranks[2].ok);
+  // without a culprit from the abort flag: the first rank that failed
+  const auto m2 = merge_rank_results(cfg(3), Arm::registered, {ok0, o2, dead}, -1, "");
+  EXPECT_NE(m2.error.find("rank 2 of 3 (pid 102"), std::string::npos) << m2.error;
+}
+
+TEST(RanksMerge, CollectiveTimeoutIsHalfTheArmTimeoutAtMost120) {
+  RunConfig c = cfg(2);
+  EXPECT_EQ(collective_timeout_s(c), 120.0);
+  c.timeout_s = 30;
+  EXPECT_EQ(collective_timeout_s(c), 15.0);
+  c.timeout_s = 1000;
+  EXPECT_EQ(collective_timeout_s(c), 120.0);
+}
+
+}  // namespace
+}  // namespace zob
