@@ -403,6 +403,18 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   }
   json_given = json_opt->count() > 0;
 
+  // Run flags next to a subcommand would be ignored silently: refuse them instead.
+  for (const CLI::App* sub : {adam, compare}) {
+    if (!sub->parsed()) continue;
+    for (const CLI::Option* opt : app.get_options()) {
+      if (opt->count() > 0) {
+        throw UsageError(fmt::format("{} is a flag of the benchmark run, not of {}; see {} {} "
+                                     "--help", opt->get_name(), sub->get_name(), kProgram,
+                                     sub->get_name()));
+      }
+    }
+  }
+
   CliCommand cmd;
   if (compare->parsed()) {
     cmd.kind = CliCommand::Kind::compare;
@@ -447,6 +459,10 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
     throw UsageError("--device: unknown device '" + device + "'; use auto, cpu, cuda or xpu");
   }
   c.device_index = static_cast<int>(parse_integer_flag("--device-index", device_index, 0, 1023));
+  if (c.device == DeviceKind::cpu && c.device_index != 0) {
+    throw UsageError(fmt::format("--device-index {}: the cpu device has only index 0; leave "
+                                 "--device-index out with --device cpu", c.device_index));
+  }
   c.arms = parse_arm_list(arms);
   c.loop = offload_param ? Loop::offload_param : Loop::copy_back;
   c.threads = static_cast<int>(parse_integer_flag("--threads", threads, 1, kMaxThreads));

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -54,9 +55,34 @@ nlohmann::json parse_result_document(std::string_view text, const std::string& o
     body = text.substr(pos + marker.size());
     if (const auto nl = body.find('\n'); nl != std::string_view::npos) body = body.substr(0, nl);
   }
-  nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // A key given twice in one object (nlohmann keeps the last silently) makes the document
+  // ambiguous: which "registered" is the result? Refused, naming the key.
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t find_duplicates =
+      [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using E = nlohmann::json::parse_event_t;
+        if (event == E::object_start) {
+          keys_of_open_objects.emplace_back();
+        } else if (event == E::object_end && !keys_of_open_objects.empty()) {
+          keys_of_open_objects.pop_back();
+        } else if (event == E::key && !keys_of_open_objects.empty() && duplicate.empty() &&
+                   !keys_of_open_objects.back().insert(parsed.get<std::string>()).second) {
+          duplicate = parsed.get<std::string>();
+        }
+        return true;
+      };
+  nlohmann::json doc = nlohmann::json::parse(body, find_duplicates, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     throw UsageError("compare: '" + origin + "' is not JSON (nor output with a DRIVERRESULT= line)");
+  }
+  if (!duplicate.empty()) {
+    std::string key = duplicate.substr(0, 64);
+    for (char& c : key) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    throw UsageError(fmt::format("compare: '{}' has the key \"{}\" twice in one object; give the "
+                                 "file as the benchmark wrote it", origin, key));
   }
   if (!doc.is_object() || !doc.contains("schema_version")) {
     throw UsageError("compare: '" + origin + "' is not a zero3-offload-bench result (no schema_version)");
@@ -68,10 +94,16 @@ nlohmann::json parse_result_document(std::string_view text, const std::string& o
   if (!doc.contains("workload") || !doc["workload"].is_object()) {
     throw UsageError("compare: '" + origin + "' has no workload object");
   }
+  bool any_arm = false;
   for (const char* arm : kArmNames) {
     if (doc.contains(arm) && !doc[arm].is_object() && !doc[arm].is_null()) {
       throw UsageError(fmt::format("compare: '{}': \"{}\" is not an object", origin, arm));
     }
+    any_arm = any_arm || (doc.contains(arm) && doc[arm].is_object());
+  }
+  if (!any_arm) {
+    throw UsageError("compare: '" + origin + "' has no arm results (registered, unregistered, "
+                     "pageable or hostalloc); give a file the benchmark wrote");
   }
   return doc;
 }

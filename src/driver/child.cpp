@@ -62,8 +62,9 @@ std::string one_line(std::string s) {
   return s;
 }
 
-// ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|exit|garbage|noresult>: the named arm's child fails
-// in that way before doing any work. Test-only (tests/e2e); documented in README.md.
+// ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|ignore_sigint|exit|garbage|noresult>: the named arm's
+// child fails in that way before doing any work (perturb: see perturb_for_test). Test-only
+// (tests/e2e); documented in README.md.
 void apply_test_fault(Arm arm, int fd) {
   const char* spec = std::getenv("ZOB_TEST_CHILD_FAULT");
   if (spec == nullptr) return;
@@ -75,6 +76,11 @@ void apply_test_fault(Arm arm, int fd) {
     ::signal(SIGSEGV, SIG_DFL);
     ::raise(SIGSEGV);
   } else if (kind == "hang") {
+    while (true) ::pause();
+  } else if (kind == "ignore_sigint") {
+    // A child stuck where it cannot be interrupted: the parent's grace -> SIGKILL path.
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGTERM, SIG_IGN);
     while (true) ::pause();
   } else if (kind == "exit") {
     ::_exit(7);

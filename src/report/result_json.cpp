@@ -1,11 +1,44 @@
 // ArmResult <-> JSON: the child -> parent pipe format. Complete and lossless (samples, phases
 // and spans included); the DRIVERRESULT rendering is separate (report.cpp).
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "report/json_util.hpp"
 #include "zob/result.hpp"
 
 namespace zob {
+
+namespace {
+
+// An integer field of the pipe format. nlohmann's get<int>() converts 1e300 (undefined
+// behaviour) and wraps 2^40 silently; a result with such a field is malformed and refused with
+// the json exception the parent already handles. Found by tests/fuzz/arm_result_fuzz.cpp.
+template <class T>
+T integer(const nlohmann::json& j) {
+  if (j.is_number_unsigned()) {
+    const auto v = j.get<std::uint64_t>();
+    if (std::in_range<T>(v)) return static_cast<T>(v);
+  } else if (j.is_number_integer()) {
+    const auto v = j.get<std::int64_t>();
+    if (std::in_range<T>(v)) return static_cast<T>(v);
+  } else {
+    throw nlohmann::json::type_error::create(
+        302, std::string("type must be an integer, but is ") + j.type_name(), &j);
+  }
+  throw nlohmann::json::out_of_range::create(
+      406, "integer " + j.dump() + " is out of range for its field", &j);
+}
+
+// A float field (the loss): a double beyond float's range is infinite, not undefined behaviour.
+float to_float(double v) {
+  if (std::isnan(v) || std::fabs(v) <= std::numeric_limits<float>::max()) return static_cast<float>(v);
+  return v > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+}
+
+}  // namespace
 
 void to_json(nlohmann::json& j, const DeviceInfo& d) {
   j = nlohmann::json{{"backend", d.backend},
@@ -23,8 +56,8 @@ void from_json(const nlohmann::json& j, DeviceInfo& d) {
   d.runtime_version = j.at("runtime_version").get<std::string>();
   d.driver_version = j.at("driver_version").get<std::string>();
   d.pci_bus_id = j.at("pci_bus_id").get<std::string>();
-  d.total_memory_bytes = j.at("total_memory_bytes").get<std::uint64_t>();
-  d.numa_node = j.at("numa_node").get<int>();
+  d.total_memory_bytes = integer<std::uint64_t>(j.at("total_memory_bytes"));
+  d.numa_node = integer<int>(j.at("numa_node"));
 }
 
 namespace {
@@ -40,8 +73,8 @@ PhaseSample phase_from(const nlohmann::json& j) {
   PhaseSample p;
   p.device_s = number_or_nan(j.at("device_s"));
   p.host_s = number_or_nan(j.at("host_s"));
-  p.bytes = j.at("bytes").get<std::uint64_t>();
-  p.params = j.at("params").get<std::int64_t>();
+  p.bytes = integer<std::uint64_t>(j.at("bytes"));
+  p.params = integer<std::int64_t>(j.at("params"));
   return p;
 }
 
@@ -64,7 +97,7 @@ nlohmann::json sample_json(const StepSample& s) {
 StepSample sample_from(const nlohmann::json& j) {
   StepSample s;
   s.wall_s = number_or_nan(j.at("wall_s"));
-  s.loss = static_cast<float>(number_or_nan(j.at("loss")));
+  s.loss = to_float(number_or_nan(j.at("loss")));
   for (const auto& [name, p] : j.at("phases").items()) s.phases[name] = phase_from(p);
   for (const auto& sp : j.at("spans")) {
     s.spans.push_back(TraceSpan{sp.at("track").get<std::string>(),
@@ -104,14 +137,14 @@ std::vector<RankResult> rank_results_from(const nlohmann::json& j) {
   std::vector<RankResult> out;
   for (const auto& e : j) {
     RankResult k;
-    k.rank = e.at("rank").get<int>();
-    k.device_index = e.at("device_index").get<int>();
-    k.pid = e.at("pid").get<int>();
+    k.rank = integer<int>(e.at("rank"));
+    k.device_index = integer<int>(e.at("device_index"));
+    k.pid = integer<int>(e.at("pid"));
     k.ok = e.at("ok").get<bool>();
     k.error = e.at("error").get<std::string>();
     for (const auto& t : e.at("step_s")) k.step_s.push_back(number_or_nan(t));
     for (const auto& [name, p] : e.at("phases").items()) k.phases[name] = phase_from(p);
-    k.shard_elems = e.at("shard_elems").get<std::int64_t>();
+    k.shard_elems = integer<std::int64_t>(e.at("shard_elems"));
     k.shard_checksum = e.at("shard_checksum").get<std::string>();
     out.push_back(std::move(k));
   }
@@ -167,13 +200,13 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.error = j.at("error").get<std::string>();
   r.device = j.at("device").get<std::string>();
   r.model = j.at("model").get<std::string>();
-  r.params = j.at("params").get<std::int64_t>();
+  r.params = integer<std::int64_t>(j.at("params"));
   r.params_b = j.at("params_b").get<double>();
-  r.batch = j.at("batch").get<std::int64_t>();
-  r.seq = j.at("seq").get<std::int64_t>();
-  r.tokens_per_step = j.at("tokens_per_step").get<std::int64_t>();
-  r.steps = j.at("steps").get<int>();
-  r.warmup = j.at("warmup").get<int>();
+  r.batch = integer<std::int64_t>(j.at("batch"));
+  r.seq = integer<std::int64_t>(j.at("seq"));
+  r.tokens_per_step = integer<std::int64_t>(j.at("tokens_per_step"));
+  r.steps = integer<int>(j.at("steps"));
+  r.warmup = integer<int>(j.at("warmup"));
   r.step_avg_s = number_or_nan(j.at("step_avg_s"));
   r.step_min_s = number_or_nan(j.at("step_min_s"));
   r.gpu_peak_gb = number_or_nan(j.at("gpu_peak_gb"));
@@ -184,20 +217,21 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.param_checksum = j.at("param_checksum").get<std::string>();
   r.registration = j.at("registration").get<std::string>();
   r.registration_verified = j.at("registration_verified").get<bool>();
-  r.locked_bytes = j.at("locked_bytes").get<std::uint64_t>();
-  r.registered_bytes = j.at("registered_bytes").get<std::uint64_t>();
+  r.locked_bytes = integer<std::uint64_t>(j.at("locked_bytes"));
+  r.registered_bytes = integer<std::uint64_t>(j.at("registered_bytes"));
   r.register_s = number_or_nan(j.at("register_s"));
   r.setup_s = number_or_nan(j.at("setup_s"));
-  r.adam_threads = j.at("adam_threads").get<int>();
-  r.pid = j.value("pid", 0);
-  r.gpus = j.value("gpus", 1);
+  r.adam_threads = integer<int>(j.at("adam_threads"));
+  r.pid = j.contains("pid") ? integer<int>(j.at("pid")) : 0;
+  r.gpus = j.contains("gpus") ? integer<int>(j.at("gpus")) : 1;
   r.ranks.clear();
   if (j.contains("ranks")) r.ranks = rank_results_from(j.at("ranks"));
   // Added after the first schema: absent in older documents.
   r.schedule = j.value("schedule", std::string("stock"));
   if (j.contains("bound")) r.bound = j.at("bound").get<StepBound>();
   if (j.contains("placement")) r.placement = j.at("placement").get<ThreadPlacement>();
-  r.host_mapped_bytes = j.value("host_mapped_bytes", std::uint64_t{0});
+  r.host_mapped_bytes =
+      j.contains("host_mapped_bytes") ? integer<std::uint64_t>(j.at("host_mapped_bytes")) : 0;
   r.wall_s = j.contains("wall_s") ? number_or_nan(j.at("wall_s")) : 0.0;
 }
 
@@ -223,7 +257,8 @@ void to_json(nlohmann::json& j, const ThreadPlacement& p) {
 
 void from_json(const nlohmann::json& j, ThreadPlacement& p) {
   p.policy = j.at("policy").get<std::string>();
-  p.cpus = j.at("cpus").get<std::vector<int>>();
+  p.cpus.clear();
+  for (const auto& c : j.at("cpus")) p.cpus.push_back(integer<int>(c));
 }
 
 std::vector<double> ArmResult::timed_step_s() const {

@@ -13,6 +13,11 @@
 //   FAKE_ZE_NO_COPY_ENGINE=1   only the compute queue group
 //   FAKE_ZE_TICKS_PER_COMMAND=N  deterministic clock: every command takes N ticks, starting at
 //   FAKE_ZE_CLOCK_START=T        T (default: real time at 19.2 MHz)
+//   FAKE_ZE_LEAK_REPORT=PATH     at exit, append one line of outstanding objects
+//                                (fake_hooks.cpp, as FAKE_ZE_FAULT_CMDLINE)
+//   FAKE_ZE_FAULT_CMDLINE=TEXT   IMPORT_FAIL and FAIL_ALLOC_AFTER act only in processes whose
+//                                command line (arguments joined by spaces) contains TEXT
+//   FAKE_ZE_DEVICE_NAME=TEXT     the device's name (up to 255 bytes, any bytes)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -180,7 +185,7 @@ ze_result_t ZE_APICALL zexImport(ze_driver_handle_t d, void* ptr, std::size_t si
   if (ze_result_t r = zex_driver_ok(d); r != ZE_RESULT_SUCCESS) return r;
   if (ptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   if (size == 0) return ZE_RESULT_ERROR_INVALID_SIZE;
-  if (env_flag("FAKE_ZE_IMPORT_FAIL")) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  if (env_flag("FAKE_ZE_IMPORT_FAIL") && faults_apply()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   auto next = g_imports.lower_bound(p);
   if (next != g_imports.end() && next->first < p + size)
@@ -188,6 +193,7 @@ ze_result_t ZE_APICALL zexImport(ze_driver_handle_t d, void* ptr, std::size_t si
   if (containing(g_imports, p) != g_imports.end())
     return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "import overlaps an imported range");
   g_imports.emplace(p, size);
+  g_live.add_import(size);
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL zexRelease(ze_driver_handle_t d, void* ptr) {
@@ -195,6 +201,7 @@ ze_result_t ZE_APICALL zexRelease(ze_driver_handle_t d, void* ptr) {
   if (ze_result_t r = zex_driver_ok(d); r != ZE_RESULT_SUCCESS) return r;
   auto it = containing(g_imports, reinterpret_cast<std::uintptr_t>(ptr));
   if (it == g_imports.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  g_live.remove_import(it->second);
   g_imports.erase(it);
   return ZE_RESULT_SUCCESS;
 }
@@ -254,7 +261,8 @@ ze_result_t ZE_APICALL DeviceGetProperties(ze_device_handle_t, ze_device_propert
   p->timestampValidBits = 64;
   p->kernelTimestampValidBits = kTimestampBits;
   std::memset(p->uuid.id, 0xa5, sizeof p->uuid.id);
-  std::snprintf(p->name, sizeof p->name, "%s", "zob fake Level Zero GPU");
+  const char* name = std::getenv("FAKE_ZE_DEVICE_NAME");
+  std::snprintf(p->name, sizeof p->name, "%s", name != nullptr ? name : "zob fake Level Zero GPU");
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL DeviceGetComputeProperties(ze_device_handle_t, ze_device_compute_properties_t* p) {
@@ -301,10 +309,12 @@ ze_result_t ZE_APICALL DeviceGetCommandQueueGroupProperties(
 // ---------------------------------------------------------------- context and memory
 ze_result_t ZE_APICALL ContextCreate(ze_driver_handle_t, const ze_context_desc_t*, ze_context_handle_t* c) {
   *c = reinterpret_cast<ze_context_handle_t>(new Context);
+  ++g_live.contexts;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL ContextDestroy(ze_context_handle_t c) {
   delete reinterpret_cast<Context*>(c);
+  --g_live.contexts;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL ContextGetStatus(ze_context_handle_t) { return ZE_RESULT_SUCCESS; }
@@ -316,13 +326,14 @@ ze_result_t ZE_APICALL MemAllocDevice(ze_context_handle_t c, const ze_device_mem
                                       void** out) {
   std::lock_guard lock(g_mutex);
   auto* ctx = reinterpret_cast<Context*>(c);
-  const long long limit = env_num("FAKE_ZE_FAIL_ALLOC_AFTER", -1);
+  const long long limit = faults_apply() ? env_num("FAKE_ZE_FAIL_ALLOC_AFTER", -1) : -1;
   if (limit >= 0 && ctx->device_allocs >= limit) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
   const std::size_t align = alignment < 256 ? 256 : alignment;
   void* p = std::aligned_alloc(align, round_up(size == 0 ? 1 : size, align));
   if (p == nullptr) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
   ++ctx->device_allocs;
   g_allocs[reinterpret_cast<std::uintptr_t>(p)] = Alloc{size, AllocKind::device};
+  g_live.add_alloc(size);
   *out = p;
   return ZE_RESULT_SUCCESS;
 }
@@ -341,6 +352,7 @@ ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t, const ze_host_mem_alloc
       return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "memmap of an unaligned range");
     if (containing(g_allocs, p) != g_allocs.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     g_allocs[p] = Alloc{size, AllocKind::memmap};
+    g_live.add_alloc(size);
     *out = const_cast<void*>(mm->mem);
     return ZE_RESULT_SUCCESS;
   }
@@ -348,6 +360,7 @@ ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t, const ze_host_mem_alloc
   void* p = std::aligned_alloc(align, round_up(size == 0 ? 1 : size, align));
   if (p == nullptr) return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
   g_allocs[reinterpret_cast<std::uintptr_t>(p)] = Alloc{size, AllocKind::host};
+  g_live.add_alloc(size);
   *out = p;
   return ZE_RESULT_SUCCESS;
 }
@@ -356,6 +369,7 @@ ze_result_t ZE_APICALL MemFree(ze_context_handle_t, void* p) {
   auto it = g_allocs.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == g_allocs.end()) return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeMemFree of an unknown pointer");
   if (it->second.kind != AllocKind::memmap) std::free(p);
+  g_live.remove_alloc(it->second.size);
   g_allocs.erase(it);
   return ZE_RESULT_SUCCESS;
 }
@@ -368,10 +382,12 @@ ze_result_t ZE_APICALL CommandListCreateImmediate(ze_context_handle_t, ze_device
   if (desc->ordinal >= groups) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   if (desc->index >= (desc->ordinal == 0 ? 4u : 1u)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   *out = reinterpret_cast<ze_command_list_handle_t>(new CommandList{desc->ordinal == 1});
+  ++g_live.command_lists;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL CommandListDestroy(ze_command_list_handle_t cl) {
   delete reinterpret_cast<CommandList*>(cl);
+  --g_live.command_lists;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL AppendBarrier(ze_command_list_handle_t cl, ze_event_handle_t signal,
@@ -435,20 +451,24 @@ ze_result_t ZE_APICALL EventPoolCreate(ze_context_handle_t, const ze_event_pool_
                                        std::uint32_t, ze_device_handle_t*, ze_event_pool_handle_t* out) {
   *out = reinterpret_cast<ze_event_pool_handle_t>(
       new EventPool{(desc->flags & ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP) != 0, desc->count});
+  ++g_live.event_pools;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL EventPoolDestroy(ze_event_pool_handle_t p) {
   delete reinterpret_cast<EventPool*>(p);
+  --g_live.event_pools;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL EventCreate(ze_event_pool_handle_t p, const ze_event_desc_t* desc, ze_event_handle_t* out) {
   auto* pool = reinterpret_cast<EventPool*>(p);
   if (desc->index >= pool->count) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   *out = reinterpret_cast<ze_event_handle_t>(new Event{pool});
+  ++g_live.events;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL EventDestroy(ze_event_handle_t e) {
   delete reinterpret_cast<Event*>(e);
+  --g_live.events;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL EventHostSignal(ze_event_handle_t e) {
@@ -504,10 +524,12 @@ ze_result_t ZE_APICALL ModuleCreate(ze_context_handle_t, ze_device_handle_t, con
       !spirv_entry_points(desc->pInputModule, desc->inputSize, &module->kernels))
     return complain(ZE_RESULT_ERROR_INVALID_NATIVE_BINARY, "module is not SPIR-V");
   *out = reinterpret_cast<ze_module_handle_t>(module.release());
+  ++g_live.modules;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL ModuleDestroy(ze_module_handle_t m) {
   delete reinterpret_cast<Module*>(m);
+  --g_live.modules;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL BuildLogDestroy(ze_module_build_log_handle_t) { return ZE_RESULT_SUCCESS; }
@@ -522,10 +544,12 @@ ze_result_t ZE_APICALL KernelCreate(ze_module_handle_t m, const ze_kernel_desc_t
   auto* k = new Kernel;
   k->launch.name = desc->pKernelName;
   *out = reinterpret_cast<ze_kernel_handle_t>(k);
+  ++g_live.kernels;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL KernelDestroy(ze_kernel_handle_t k) {
   delete reinterpret_cast<Kernel*>(k);
+  --g_live.kernels;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL KernelSetGroupSize(ze_kernel_handle_t k, std::uint32_t x, std::uint32_t y, std::uint32_t z) {

@@ -6,6 +6,7 @@
 #include <level_zero/zet_ddi.h>
 #include <level_zero/ze_ddi.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,5 +42,23 @@ bool is_device_range(const void* p, std::size_t bytes);
 // name, a wrong argument size, a launch that does not cover the problem, or a pointer
 // argument outside device memory.
 ze_result_t run_kernel(const KernelLaunch& launch);
+
+// Objects the driver handed out and that were not given back yet. Atomics with constant
+// initialisation and no destructor, so the at-exit leak report (fake_hooks.cpp) can read them
+// whatever the order of static destruction.
+struct Live {
+  std::atomic<long> allocs{0}, imports{0}, contexts{0}, command_lists{0}, event_pools{0},
+      events{0}, modules{0}, kernels{0};
+  std::atomic<unsigned long long> alloc_bytes{0}, import_bytes{0};
+  void add_alloc(std::size_t bytes) { ++allocs; alloc_bytes += bytes; }
+  void remove_alloc(std::size_t bytes) { --allocs; alloc_bytes -= bytes; }
+  void add_import(std::size_t bytes) { ++imports; import_bytes += bytes; }
+  void remove_import(std::size_t bytes) { --imports; import_bytes -= bytes; }
+};
+extern Live g_live;
+
+// Whether the fault switches apply in this process (FAKE_ZE_FAULT_CMDLINE): lets one e2e run
+// fail one arm's child while the other arm, in another process, runs normally.
+bool faults_apply();
 
 }  // namespace fake_ze
