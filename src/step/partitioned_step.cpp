@@ -1,7 +1,8 @@
 // ZeRO-3 over several ranks (REFERENCE.md §3 with real partitioning): the copy_back loop of
 // step.cpp with each module's parameters all-gathered before use and its gradients
 // reduce-scattered after its backward. The model math (kernels, their order, the casts) is
-// step.cpp's, so one rank reproduces run_arm bit for bit; the collectives add the rank sum.
+// run_arm's (module_math.hpp), so one rank reproduces run_arm bit for bit; the collectives
+// add the rank sum.
 //
 // Collectives here work on host-addressable memory (the shared-memory implementation), so the
 // host waits for the device before each one; on the CPU device that wait is free.
@@ -15,6 +16,8 @@
 #include <memory>
 #include <utility>
 
+#include "step/device_buffer.hpp"
+#include "step/module_math.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
 #include "zob/errors.hpp"
@@ -43,31 +46,7 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-class Buffer {  // device memory, RAII
- public:
-  Buffer() = default;
-  Buffer(Device& d, std::uint64_t bytes) : dev_(&d) {
-    if (bytes > 0) p_ = d.allocate(static_cast<std::size_t>(bytes));
-  }
-  ~Buffer() {
-    if (p_ != nullptr) dev_->deallocate(p_);
-  }
-  Buffer(Buffer&& o) noexcept : dev_(o.dev_), p_(std::exchange(o.p_, nullptr)) {}
-  Buffer& operator=(Buffer&& o) noexcept {
-    if (this != &o) {
-      if (p_ != nullptr) dev_->deallocate(p_);
-      dev_ = o.dev_;
-      p_ = std::exchange(o.p_, nullptr);
-    }
-    return *this;
-  }
-  template <class T>
-  T* as() const { return static_cast<T*>(p_); }
-
- private:
-  Device* dev_ = nullptr;
-  void* p_ = nullptr;
-};
+using Buffer = step_detail::DeviceBuffer;
 
 class RankRunner {
  public:
@@ -99,12 +78,8 @@ class RankRunner {
     return shards_.shard[static_cast<std::size_t>(j)] * comm_.size();
   }
   const bf16* gather(std::int64_t j, double& gather_s);
-  void forward_module(std::int64_t j, const bf16* w);
   void backward_module(std::int64_t j, const bf16* w, bf16* g);
   void copy_back(std::int64_t begin, std::int64_t end);
-  bf16* x(std::int64_t i) const { return xs_.as<bf16>() + i * T_ * h_; }
-  bf16* pre(std::int64_t i) const { return pre_.as<bf16>() + i * T_ * F_; }
-  bf16* act(std::int64_t i) const { return act_.as<bf16>() + i * T_ * F_; }
 
   const RunConfig& cfg_;
   Arm arm_;
@@ -112,13 +87,11 @@ class RankRunner {
   Collectives& comm_;
   ModelLayout layout_;
   ShardLayout shards_;
-  std::int64_t T_ = 0, h_ = 0, F_ = 0, V_ = 0, n_ = 0, biggest_padded_ = 0;
+  std::int64_t biggest_padded_ = 0;
   std::unique_ptr<ThreadPool> pool_;
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_;
   Buffer param_shard_, copy_temp_, gathered_[2], grad_full_, grad_shard_;
-  Buffer xs_, pre_, act_, logits_, dy_, dtmp_, dact_, dpre_, ids_, uniq_, offsets_, positions_,
-      loss_;
-  EmbeddingGradIndex index_;
+  step_detail::ModuleMath math_;  // activations, token ids and the module kernels
   int next_slot_ = 0;
 };
 
@@ -139,11 +112,6 @@ void RankRunner::setup() {
         "the shared-memory collectives serve the CPU device (use --device cpu or --gpus 1)",
         dev_.info().backend));
   }
-  T_ = c.tokens();
-  h_ = c.model.hidden;
-  F_ = 4 * h_;
-  V_ = c.model.vocab;
-  n_ = c.model.layers;
   for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
     biggest_padded_ = std::max(biggest_padded_, padded(static_cast<std::int64_t>(m)));
   }
@@ -182,49 +150,14 @@ void RankRunner::setup() {
   }
 
   // ---- device state ----
-  const step_detail::DeviceSizes ds = step_detail::device_sizes(c, layout_);
   param_shard_ = Buffer(dev_, static_cast<std::uint64_t>(S) * 2);
   copy_temp_ = Buffer(dev_, 4 * static_cast<std::uint64_t>(std::min(c.chunk_elems, S)));
   for (auto& g : gathered_) g = Buffer(dev_, 2 * static_cast<std::uint64_t>(biggest_padded_));
   grad_full_ = Buffer(dev_, 2 * static_cast<std::uint64_t>(biggest_padded_));
   grad_shard_ = Buffer(dev_, 4 * static_cast<std::uint64_t>(biggest_padded_ / comm_.size()));
-  xs_ = Buffer(dev_, ds.hidden);
-  pre_ = Buffer(dev_, ds.pre);
-  act_ = Buffer(dev_, ds.act);
-  logits_ = Buffer(dev_, ds.logits);
-  dy_ = Buffer(dev_, ds.grad_hidden);
-  dtmp_ = Buffer(dev_, ds.grad_hidden);
-  dact_ = Buffer(dev_, ds.grad_ffn);
-  dpre_ = Buffer(dev_, ds.grad_ffn);
-  loss_ = Buffer(dev_, ds.loss);
-
-  // Data parallel: rank r's micro-batch. The embedding-gradient index as in step.cpp.
-  const std::vector<std::int32_t> ids =
-      token_ids(T_, V_, c.seed + static_cast<std::uint64_t>(comm_.rank()));
-  std::vector<std::int32_t> order(ids.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::int32_t a, std::int32_t b) { return ids[a] < ids[b]; });
-  std::vector<std::int32_t> uniq, offsets;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    if (i == 0 || ids[order[i]] != ids[order[i - 1]]) {
-      uniq.push_back(ids[order[i]]);
-      offsets.push_back(static_cast<std::int32_t>(i));
-    }
-  }
-  offsets.push_back(static_cast<std::int32_t>(order.size()));
-  ids_ = Buffer(dev_, 4 * ids.size());
-  uniq_ = Buffer(dev_, 4 * uniq.size());
-  offsets_ = Buffer(dev_, 4 * offsets.size());
-  positions_ = Buffer(dev_, 4 * order.size());
-  dev_.copy_to_device(Queue::h2d, ids_.as<void>(), ids.data(), 4 * ids.size());
-  dev_.copy_to_device(Queue::h2d, uniq_.as<void>(), uniq.data(), 4 * uniq.size());
-  dev_.copy_to_device(Queue::h2d, offsets_.as<void>(), offsets.data(), 4 * offsets.size());
-  dev_.copy_to_device(Queue::h2d, positions_.as<void>(), order.data(), 4 * order.size());
-  dev_.synchronize();
-  index_ = EmbeddingGradIndex{uniq_.as<std::int32_t>(), offsets_.as<std::int32_t>(),
-                              positions_.as<std::int32_t>(),
-                              static_cast<std::int64_t>(uniq.size())};
+  // Data parallel: rank r's micro-batch.
+  math_ = step_detail::ModuleMath(dev_, c, layout_,
+                                  c.seed + static_cast<std::uint64_t>(comm_.rank()));
   copy_back(0, S);  // the initial bf16 shard: the same path a step takes after Adam
   dev_.synchronize();
 }
@@ -242,61 +175,14 @@ const bf16* RankRunner::gather(std::int64_t j, double& gather_s) {
   return slot;
 }
 
-void RankRunner::forward_module(std::int64_t j, const bf16* w) {
-  if (j == 0) {
-    dev_.embedding_forward(ids_.as<std::int32_t>(), w, x(0), T_, h_);
-  } else if (j == modules() - 1) {
-    dev_.gemm({false, true, T_, V_, h_, x(n_), h_, w, h_, logits_.as<bf16>(), V_});
-    dev_.sum(logits_.as<bf16>(), T_ * V_, loss_.as<float>());
-  } else {
-    const std::int64_t i = j - 1;
-    const bf16* w1 = w;
-    const bf16* b1 = w1 + F_ * h_;
-    const bf16* w2 = b1 + F_;
-    const bf16* b2 = w2 + h_ * F_;
-    dev_.gemm({false, true, T_, F_, h_, x(i), h_, w1, h_, pre(i), F_});
-    dev_.bias_gelu_forward(pre(i), b1, act(i), T_, F_);
-    dev_.gemm({false, true, T_, h_, F_, act(i), F_, w2, F_, x(i + 1), h_});
-    dev_.bias_add(x(i + 1), b2, T_, h_);
-    dev_.residual_add(x(i + 1), x(i), T_ * h_);
-  }
-}
-
-// As step.cpp's backward_module; the gradient is complete in g (padding zeroed) on return.
+// ModuleMath::backward with the padding of g zeroed: g is complete on return.
 void RankRunner::backward_module(std::int64_t j, const bf16* w, bf16* g) {
   const auto ju = static_cast<std::size_t>(j);
   const std::int64_t count = layout_.modules[ju].count;
   if (padded(j) > count) {
     dev_.fill_zero(Queue::compute, g + count, static_cast<std::size_t>(padded(j) - count) * 2);
   }
-  bf16* dy = dy_.as<bf16>();
-  if (j == modules() - 1) {
-    bf16* dlogits = logits_.as<bf16>();
-    dev_.fill(dlogits, 1.0f, T_ * V_);
-    dev_.gemm({true, false, V_, h_, T_, dlogits, V_, x(n_), h_, g, h_});
-    dev_.gemm({false, false, T_, h_, V_, dlogits, V_, w, h_, dy, h_});
-  } else if (j == 0) {
-    dev_.fill_zero(Queue::compute, g, static_cast<std::size_t>(V_ * h_) * 2);
-    dev_.embedding_backward(index_, dy, g, h_);
-  } else {
-    const std::int64_t i = j - 1;
-    const bf16* w1 = w;
-    const bf16* w2 = w1 + F_ * h_ + F_;
-    bf16* gw1 = g;
-    bf16* gb1 = gw1 + F_ * h_;
-    bf16* gw2 = gb1 + F_;
-    bf16* gb2 = gw2 + h_ * F_;
-    bf16* dact = dact_.as<bf16>();
-    bf16* dpre = dpre_.as<bf16>();
-    dev_.gemm({false, false, T_, F_, h_, dy, h_, w2, F_, dact, F_});
-    dev_.gemm({true, false, h_, F_, T_, dy, h_, act(i), F_, gw2, F_});
-    dev_.column_sum(dy, gb2, T_, h_);
-    dev_.gelu_backward(dact, pre(i), dpre, T_ * F_);
-    dev_.gemm({true, false, F_, h_, T_, dpre, F_, x(i), h_, gw1, h_});
-    dev_.column_sum(dpre, gb1, T_, F_);
-    dev_.gemm({false, false, T_, h_, F_, dpre, F_, w1, h_, dtmp_.as<bf16>(), h_});
-    dev_.residual_add(dy, dtmp_.as<bf16>(), T_ * h_);
-  }
+  math_.backward(j, w, g, nullptr);
 }
 
 // [begin, end) of the shard array: fp32 master -> device bf16 shard in chunk_elems pieces.
@@ -327,12 +213,12 @@ StepSample RankRunner::run_step(int t) {
     const bf16* w = gather(j, gather_s);
     gathered_elems += static_cast<std::uint64_t>(padded(j));
     const auto tf = Clock::now();
-    forward_module(j, w);
+    math_.forward(j, w);
     dev_.synchronize();
     fwd_s += since(tf);
   }
   float local_loss = 0;
-  dev_.copy_to_host(Queue::compute, &local_loss, loss_.as<void>(), sizeof(float));
+  dev_.copy_to_host(Queue::compute, &local_loss, math_.loss(), sizeof(float));
   dev_.synchronize();
 
   for (std::int64_t j = M - 1; j >= 0; --j) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "step/device_buffer.hpp"
+#include "step/module_math.hpp"
 #include "step/overlap.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
@@ -74,19 +75,13 @@ class ArmRunner {
   std::int64_t modules() const { return static_cast<std::int64_t>(layout_.modules.size()); }
   const bf16* weights(std::int64_t module) const;
   void issue_fetch(std::int64_t module, StepSample& s);
-  void forward_module(std::int64_t j, const bf16* w);
-  void backward_module(std::int64_t j, const bf16* w, bf16* g, float* g32);
   void offload_grads(std::int64_t j, bf16* g, float* g32);
   void copy_back(const SubGroup& sg);
-  bf16* x(std::int64_t i) const { return xs_.as<bf16>() + i * T_ * h_; }
-  bf16* pre(std::int64_t i) const { return pre_.as<bf16>() + i * T_ * F_; }
-  bf16* act(std::int64_t i) const { return act_.as<bf16>() + i * T_ * F_; }
 
   const RunConfig& cfg_;
   Arm arm_;
   Device& dev_;
   ModelLayout layout_;
-  std::int64_t T_ = 0, h_ = 0, F_ = 0, V_ = 0, n_ = 0, biggest_ = 0;
   std::vector<SubGroup> sub_groups_;
   std::int64_t pieces_ = 0;
   std::unique_ptr<ThreadPool> pool_;
@@ -96,10 +91,9 @@ class ArmRunner {
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
 
-  DeviceBuffer params_, copy_temp_, copy_temp2_, xs_, pre_, act_, logits_, dy_, dtmp_, dact_, dpre_;
-  DeviceBuffer ids_, uniq_, offsets_, positions_, loss_;
+  DeviceBuffer params_, copy_temp_, copy_temp2_;
   DeviceBuffer param_slot_[2], grad_slot_[2], grad_f32_[2];
-  EmbeddingGradIndex index_;
+  step_detail::ModuleMath math_;  // activations, token ids and the module kernels
 
   // Events, created once and re-recorded every step (each step ends with all queues idle).
   std::unique_ptr<DeviceEvent> origin_;
@@ -125,12 +119,6 @@ void ArmRunner::setup() {
     throw UsageError("run_arm: batch, seq, chunk_elems and sub_group_size must be > 0 and "
                      "steps, warmup >= 0");
   }
-  T_ = c.tokens();
-  h_ = c.model.hidden;
-  F_ = 4 * h_;
-  V_ = c.model.vocab;
-  n_ = c.model.layers;
-  biggest_ = step_detail::largest_module(layout_);
   const std::int64_t P = layout_.total;
   for (std::int64_t b = 0; b < P; b += c.sub_group_size) {
     SubGroup sg{b, std::min(P, b + c.sub_group_size), pieces_};
@@ -170,43 +158,7 @@ void ArmRunner::setup() {
     grad_slot_[k] = DeviceBuffer(dev_, ds.grad_slot_bf16);
     grad_f32_[k] = DeviceBuffer(dev_, ds.grad_slot_f32);
   }
-  xs_ = DeviceBuffer(dev_, ds.hidden);
-  pre_ = DeviceBuffer(dev_, ds.pre);
-  act_ = DeviceBuffer(dev_, ds.act);
-  logits_ = DeviceBuffer(dev_, ds.logits);
-  dy_ = DeviceBuffer(dev_, ds.grad_hidden);
-  dtmp_ = DeviceBuffer(dev_, ds.grad_hidden);
-  dact_ = DeviceBuffer(dev_, ds.grad_ffn);
-  dpre_ = DeviceBuffer(dev_, ds.grad_ffn);
-  loss_ = DeviceBuffer(dev_, ds.loss);
-
-  // Token ids and the deterministic embedding-gradient index (distinct ids ascending, each
-  // with its positions ascending), built once on the host.
-  const std::vector<std::int32_t> ids = token_ids(T_, V_, c.seed);
-  std::vector<std::int32_t> order(ids.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::int32_t a, std::int32_t b) { return ids[a] < ids[b]; });
-  std::vector<std::int32_t> uniq, offsets;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    if (i == 0 || ids[order[i]] != ids[order[i - 1]]) {
-      uniq.push_back(ids[order[i]]);
-      offsets.push_back(static_cast<std::int32_t>(i));
-    }
-  }
-  offsets.push_back(static_cast<std::int32_t>(order.size()));
-  ids_ = DeviceBuffer(dev_, 4 * ids.size());
-  uniq_ = DeviceBuffer(dev_, 4 * uniq.size());
-  offsets_ = DeviceBuffer(dev_, 4 * offsets.size());
-  positions_ = DeviceBuffer(dev_, 4 * order.size());
-  dev_.copy_to_device(Queue::h2d, ids_.as<void>(), ids.data(), 4 * ids.size());
-  dev_.copy_to_device(Queue::h2d, uniq_.as<void>(), uniq.data(), 4 * uniq.size());
-  dev_.copy_to_device(Queue::h2d, offsets_.as<void>(), offsets.data(), 4 * offsets.size());
-  dev_.copy_to_device(Queue::h2d, positions_.as<void>(), order.data(), 4 * order.size());
-  dev_.synchronize();  // the host vectors die at the end of this scope
-  index_ = EmbeddingGradIndex{uniq_.as<std::int32_t>(), offsets_.as<std::int32_t>(),
-                              positions_.as<std::int32_t>(),
-                              static_cast<std::int64_t>(uniq.size())};
+  math_ = step_detail::ModuleMath(dev_, c, layout_, c.seed);
 
   // ---- events ----
   const auto M = static_cast<std::size_t>(modules());
@@ -281,64 +233,6 @@ void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
   s.spans.push_back({"h2d", "fetch:" + m.name, 0, 0});  // times filled in after the step
 }
 
-void ArmRunner::forward_module(std::int64_t j, const bf16* w) {
-  if (j == 0) {
-    dev_.embedding_forward(ids_.as<std::int32_t>(), w, x(0), T_, h_);
-  } else if (j == modules() - 1) {
-    dev_.gemm({false, true, T_, V_, h_, x(n_), h_, w, h_, logits_.as<bf16>(), V_});
-    dev_.sum(logits_.as<bf16>(), T_ * V_, loss_.as<float>());
-  } else {
-    const std::int64_t i = j - 1;
-    const bf16* w1 = w;
-    const bf16* b1 = w1 + F_ * h_;
-    const bf16* w2 = b1 + F_;
-    const bf16* b2 = w2 + h_ * F_;
-    dev_.gemm({false, true, T_, F_, h_, x(i), h_, w1, h_, pre(i), F_});
-    dev_.bias_gelu_forward(pre(i), b1, act(i), T_, F_);
-    // x_{i+1} = x_i + fc2(act): fc2 lands in x_{i+1}, then the residual is added in place
-    // (bf16(a + b) is symmetric, so this equals x_i += fc2 out).
-    dev_.gemm({false, true, T_, h_, F_, act(i), F_, w2, F_, x(i + 1), h_});
-    dev_.bias_add(x(i + 1), b2, T_, h_);
-    dev_.residual_add(x(i + 1), x(i), T_ * h_);
-  }
-}
-
-// Gradients of module j into g (laid out like the module's slice of the flat array); dy_
-// holds the gradient of the module's output on entry and of its input on exit.
-void ArmRunner::backward_module(std::int64_t j, const bf16* w, bf16* g, float* g32) {
-  bf16* dy = dy_.as<bf16>();
-  if (j == modules() - 1) {
-    bf16* dlogits = logits_.as<bf16>();  // the logits are dead once the loss is summed
-    dev_.fill(dlogits, 1.0f, T_ * V_);   // d(sum)/d(logit) = 1
-    dev_.gemm({true, false, V_, h_, T_, dlogits, V_, x(n_), h_, g, h_});
-    offload_grads(j, g, g32);
-    dev_.gemm({false, false, T_, h_, V_, dlogits, V_, w, h_, dy, h_});
-  } else if (j == 0) {
-    dev_.fill_zero(Queue::compute, g, static_cast<std::size_t>(V_ * h_) * 2);
-    dev_.embedding_backward(index_, dy, g, h_);
-    offload_grads(j, g, g32);
-  } else {
-    const std::int64_t i = j - 1;
-    const bf16* w1 = w;
-    const bf16* w2 = w1 + F_ * h_ + F_;
-    bf16* gw1 = g;
-    bf16* gb1 = gw1 + F_ * h_;
-    bf16* gw2 = gb1 + F_;
-    bf16* gb2 = gw2 + h_ * F_;
-    bf16* dact = dact_.as<bf16>();
-    bf16* dpre = dpre_.as<bf16>();
-    dev_.gemm({false, false, T_, F_, h_, dy, h_, w2, F_, dact, F_});
-    dev_.gemm({true, false, h_, F_, T_, dy, h_, act(i), F_, gw2, F_});
-    dev_.column_sum(dy, gb2, T_, h_);
-    dev_.gelu_backward(dact, pre(i), dpre, T_ * F_);
-    dev_.gemm({true, false, F_, h_, T_, dpre, F_, x(i), h_, gw1, h_});
-    dev_.column_sum(dpre, gb1, T_, F_);
-    offload_grads(j, g, g32);
-    dev_.gemm({false, false, T_, h_, F_, dpre, F_, w1, h_, dtmp_.as<bf16>(), h_});
-    dev_.residual_add(dy, dtmp_.as<bf16>(), T_ * h_);
-  }
-}
-
 // Module j's weight gradients are complete: cast and copy them out on the d2h queue while
 // compute carries on with the rest of backward.
 void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
@@ -399,7 +293,7 @@ StepSample ArmRunner::run_step(int t) {
                       *fetch_end_[static_cast<std::size_t>(fetch_of_module_[static_cast<std::size_t>(j)])]);
     }
     dev_.record(*task_start_[static_cast<std::size_t>(j)], Queue::compute);
-    forward_module(j, weights(j));
+    math_.forward(j, weights(j));
     dev_.record(*task_end_[static_cast<std::size_t>(j)], Queue::compute);
     if (offload()) {
       slot_released_[fetch_of_module_[static_cast<std::size_t>(j)] % 2] =
@@ -423,7 +317,9 @@ StepSample ArmRunner::run_step(int t) {
     const int gslot = static_cast<int>(grad_slots_used_++ % 2);
     if (grad_slot_free_[gslot] != nullptr) dev_.queue_wait(Queue::compute, *grad_slot_free_[gslot]);
     dev_.record(*task_start_[task], Queue::compute);
-    backward_module(j, weights(j), grad_slot_[gslot].as<bf16>(), grad_f32_[gslot].as<float>());
+    bf16* g = grad_slot_[gslot].as<bf16>();
+    float* g32 = grad_f32_[gslot].as<float>();
+    math_.backward(j, weights(j), g, [&] { offload_grads(j, g, g32); });
     dev_.record(*task_end_[task], Queue::compute);
     grad_slot_free_[gslot] = d2h_end_[static_cast<std::size_t>(j)].get();
     if (offload()) {
@@ -442,11 +338,11 @@ StepSample ArmRunner::run_step(int t) {
     cast_s = o.host_cast_s;
     // Read the loss only now: a copy into pageable memory may block the host until the
     // compute queue reaches it, which must not hold up the first piece's Adam.
-    dev_.copy_to_host(Queue::compute, &loss_host_, loss_.as<void>(), sizeof(float));
+    dev_.copy_to_host(Queue::compute, &loss_host_, math_.loss(), sizeof(float));
   } else {
   // ---- wait for the gradients (and read the loss, long computed by now) ----
   auto tw = Clock::now();
-  dev_.copy_to_host(Queue::compute, &loss_host_, loss_.as<void>(), sizeof(float));
+  dev_.copy_to_host(Queue::compute, &loss_host_, math_.loss(), sizeof(float));
   dev_.synchronize();  // Adam must see every module's gradients
   grad_wait = since(tw);
 
