@@ -110,9 +110,19 @@ inline Result run_bench_with(const std::vector<std::string>& args, RunOptions o)
   return r;
 }
 
+// before_exec, if set, runs in the forked test process just before exec (e.g. to lower a
+// limit); it exits the forked process itself when it cannot set things up.
 inline Result run_bench(const std::vector<std::string>& args, const Env& env = {},
-                        const DuringRun& during = nullptr, double limit_s = 60) {
-  return run_bench_with(args, RunOptions{env, during, nullptr, limit_s, nullptr});
+                        const DuringRun& during = nullptr, double limit_s = 60,
+                        const std::function<void()>& before_exec = nullptr) {
+  BeforeExec setup;
+  if (before_exec) {
+    setup = [&before_exec] {
+      before_exec();
+      return 0;
+    };
+  }
+  return run_bench_with(args, RunOptions{env, during, nullptr, limit_s, setup});
 }
 
 // Every process the benchmark started must be gone (and reaped by it) once it has exited.

@@ -3,15 +3,17 @@
 // the compare subcommand and --list-devices.
 #include <linux/capability.h>
 #include <sys/resource.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <map>
 #include <set>
 
-#include "bench_runner.hpp"
+#include "e2e_support.hpp"
 
 namespace {
 

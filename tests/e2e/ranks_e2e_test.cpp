@@ -1,5 +1,5 @@
 // --gpus N: the real binary with 2 and 4 rank processes per arm on the CPU device, and a rank
-// killed mid-step. Harness copied from e2e_test.cpp. The test process is a child subreaper,
+// killed mid-step. Harness: e2e_support.hpp. The test process is a child subreaper,
 // so any process the benchmark leaves behind becomes our child and is caught by expect_no_leftovers.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -19,108 +19,11 @@
 #include <set>
 #include <thread>
 
+#include "e2e_support.hpp"
+
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-  pid_t pid = 0;
-};
-
-using Env = std::vector<std::pair<std::string, std::string>>;
-// Called while the benchmark runs: (its pid, stderr so far); returns true once it acted.
-using DuringRun = std::function<bool(pid_t, const std::string&)>;
-
-Result run_bench(const std::vector<std::string>& args, const Env& env = {},
-                 const DuringRun& during = nullptr, double limit_s = 60) {
-  int out_pipe[2], err_pipe[2];
-  EXPECT_EQ(::pipe2(out_pipe, O_CLOEXEC), 0);
-  EXPECT_EQ(::pipe2(err_pipe, O_CLOEXEC), 0);
-  std::vector<std::string> owned{ZOB_BINARY};
-  owned.insert(owned.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : owned) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    ::execv(ZOB_BINARY, argv.data());
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  Result r;
-  r.pid = pid;
-  bool acted = during == nullptr;
-  const auto start = std::chrono::steady_clock::now();
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    ::poll(fds, 2, 50);
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
-      } else {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-    if (!acted) acted = during(pid, r.err);
-    if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(limit_s)) {
-      ADD_FAILURE() << "benchmark still running after " << limit_s << " s; killing it";
-      ::kill(pid, SIGKILL);
-      limit_s = 1e9;
-    }
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  EXPECT_TRUE(acted) << "the action during the run never happened";
-  return r;
-}
-
-// Every process the benchmark started must be gone (and reaped by it) once it has exited.
-void expect_no_leftovers() {
-  for (int attempt = 0; attempt < 20; ++attempt) {
-    int status = 0;
-    const pid_t p = ::waitpid(-1, &status, WNOHANG);
-    if (p < 0 && errno == ECHILD) return;
-    if (p > 0) {
-      ADD_FAILURE() << "process " << p << " was left behind (orphaned, then died)";
-      continue;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::ifstream children("/proc/self/task/" + std::to_string(::getpid()) + "/children");
-  std::string list((std::istreambuf_iterator<char>(children)), std::istreambuf_iterator<char>());
-  ADD_FAILURE() << "processes left running: " << list;
-  std::istringstream in(list);
-  for (pid_t p; in >> p;) {
-    ::kill(p, SIGKILL);
-    ::waitpid(p, nullptr, 0);
-  }
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-nlohmann::json driver_result(const std::string& out) {
-  for (const auto& line : lines_of(out)) {
-    if (line.rfind("DRIVERRESULT=", 0) == 0) return nlohmann::json::parse(line.substr(13));
-  }
-  ADD_FAILURE() << "no DRIVERRESULT line in:\n" << out;
-  return {};
-}
+using namespace zob_e2e;
 
 const std::vector<std::string> kTiny{"--device", "cpu",   "--hidden", "32", "--layers", "2",
                                      "--batch",  "2",     "--seq",    "8",  "--vocab",  "256",
