@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
+#include "small_model_config.hpp"
 #include "step/overlap.hpp"
 #include "step/step_internal.hpp"
 #include "zob/cpu_affinity.hpp"
@@ -24,19 +25,7 @@
 namespace zob {
 namespace {
 
-// P = 2*61*8 + 3*(8*64 + 40) = 2632 parameters; modules: embedding 488, 3 layers of 552,
-// head 488.
-RunConfig base() {
-  RunConfig c;
-  c.model = {61, 8, 3};
-  c.batch = 3;
-  c.seq = 4;
-  c.steps = 3;
-  c.warmup = 1;
-  c.threads = 3;
-  c.seed = 9876;
-  return c;
-}
+RunConfig base() { return test::small_model_config(3, 1, 3, 9876); }
 
 struct Slicing {
   std::int64_t sub_group, chunk;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
+#include "small_model_config.hpp"
 #include "collectives/shm_collectives.hpp"
 #include "step/partitioned_step.hpp"
 #include "step/step_internal.hpp"
@@ -24,14 +25,7 @@ namespace zob {
 namespace {
 
 RunConfig tiny() {
-  RunConfig c;
-  c.model = {61, 8, 3};  // P = 2*61*8 + 3*(8*64 + 40) = 2632
-  c.batch = 3;
-  c.seq = 4;
-  c.steps = 2;
-  c.warmup = 1;
-  c.threads = 2;
-  c.seed = 4242;
+  RunConfig c = test::small_model_config(2, 1, 2, 4242);  // P = 2632
   c.sub_group_size = 1000;
   c.chunk_elems = 300;
   return c;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
+#include "small_model_config.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
 #include "zob/bf16.hpp"
@@ -33,14 +34,7 @@ RunConfig tiny() {
 
 // P = 2*61*8 + 3*(8*64 + 40) = 2632: three sub-groups of <= 1000, pieces of <= 300 (11 pieces).
 RunConfig sliced() {
-  RunConfig c;
-  c.model = {61, 8, 3};
-  c.batch = 3;
-  c.seq = 4;
-  c.steps = 3;
-  c.warmup = 0;
-  c.threads = 3;
-  c.seed = 12345;
+  RunConfig c = test::small_model_config(3, 0, 3, 12345);
   c.sub_group_size = 1000;
   c.chunk_elems = 300;
   return c;
