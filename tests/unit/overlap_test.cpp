@@ -237,8 +237,14 @@ TEST(HostMemory, ArmMapsNoMoreThanThePlan) {
     EXPECT_LE(static_cast<double>(mapped_peak.load()), 1.05 * static_cast<double>(host_plan));
     const double grown = static_cast<double>(rss_peak.load() - rss0);
     const double need = static_cast<double>(host_plan + plan.device_bytes);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // A sanitizer's shadow memory (1/8 of every byte touched under ASan) counts in RSS, so
+    // the RSS bound only holds in plain builds; the mapped-bytes bounds above hold in all.
+    (void)need;
+#else
     EXPECT_LE(grown, 1.05 * need) << "RSS grew " << grown / 1e6 << " MB for a plan of "
                                   << need / 1e6 << " MB";
+#endif
     EXPECT_GE(grown, 0.5 * static_cast<double>(host_plan)) << "the sampler saw no growth";
     EXPECT_EQ(host_memory_counters().mapped_bytes, 0u);
   }
