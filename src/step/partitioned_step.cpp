@@ -4,8 +4,10 @@
 // run_arm's (module_math.hpp), so one rank reproduces run_arm bit for bit; the collectives
 // add the rank sum.
 //
-// Collectives here work on host-addressable memory (the shared-memory implementation), so the
-// host waits for the device before each one; on the CPU device that wait is free.
+// Two communicators: `comm_` (host memory: the step barrier, the loss, failures) and `data_`
+// (the device's memory: parameter all-gathers and gradient reduce-scatters; NCCL on CUDA, the
+// same shared-memory one on the CPU device). Every collective returns complete, so the host
+// waits for the device before each one; on the CPU device that wait is free.
 #include "step/partitioned_step.hpp"
 
 #include <algorithm>
@@ -50,8 +52,9 @@ using Buffer = step_detail::DeviceBuffer;
 
 class RankRunner {
  public:
-  RankRunner(const RunConfig& c, Arm arm, Device& dev, Collectives& comm)
-      : cfg_(c), arm_(arm), dev_(dev), comm_(comm), layout_(ModelLayout::build(c.model)),
+  RankRunner(const RunConfig& c, Arm arm, Device& dev, Collectives& comm, Collectives& data)
+      : cfg_(c), arm_(arm), dev_(dev), comm_(comm), data_(data),
+        layout_(ModelLayout::build(c.model)),
         shards_(ShardLayout::build(layout_, comm.size())) {}
   ~RankRunner() {
     try {
@@ -84,7 +87,8 @@ class RankRunner {
   const RunConfig& cfg_;
   Arm arm_;
   Device& dev_;
-  Collectives& comm_;
+  Collectives& comm_;  // host memory
+  Collectives& data_;  // device memory
   ModelLayout layout_;
   ShardLayout shards_;
   std::int64_t biggest_padded_ = 0;
@@ -106,11 +110,10 @@ void RankRunner::setup() {
     throw UsageError("--gpus > 1 runs the default copy-back loop only; --offload-param with "
                      "several ranks is not implemented yet (use --gpus 1)");
   }
-  if (dev_.info().backend != "cpu") {
-    throw UsageError(fmt::format(
-        "--gpus > 1 on the {} device needs device collectives (NCCL), which are not built yet; "
-        "the shared-memory collectives serve the CPU device (use --device cpu or --gpus 1)",
-        dev_.info().backend));
+  if (data_.size() != comm_.size() || data_.rank() != comm_.rank()) {
+    throw UsageError(fmt::format("run_partitioned_arm: the host communicator is rank {} of {}, "
+                                 "the device one rank {} of {}", comm_.rank(), comm_.size(),
+                                 data_.rank(), data_.size()));
   }
   for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
     biggest_padded_ = std::max(biggest_padded_, padded(static_cast<std::int64_t>(m)));
@@ -169,7 +172,7 @@ const bf16* RankRunner::gather(std::int64_t j, double& gather_s) {
   bf16* slot = gathered_[next_slot_].as<bf16>();
   next_slot_ ^= 1;
   dev_.synchronize();  // the shard is final and nobody still reads the slot
-  comm_.all_gather(param_shard_.as<bf16>() + shards_.offset[ju], slot,
+  data_.all_gather(param_shard_.as<bf16>() + shards_.offset[ju], slot,
                    static_cast<std::size_t>(shards_.shard[ju]) * 2);
   gather_s += since(t0);
   return slot;
@@ -230,7 +233,7 @@ StepSample RankRunner::run_step(int t) {
     dev_.synchronize();
     bwd_s += since(tb);
     const auto tr = Clock::now();
-    comm_.reduce_scatter(grad_full_.as<bf16>(), ElemType::bf16, grad_shard_.as<float>(),
+    data_.reduce_scatter(grad_full_.as<bf16>(), ElemType::bf16, grad_shard_.as<float>(),
                          static_cast<std::size_t>(shards_.shard[ju]));
     rs_s += since(tr);
     const auto to = Clock::now();
@@ -283,19 +286,32 @@ StepSample RankRunner::run_step(int t) {
   return s;
 }
 
+// Host first: the peers learn of the failure there; then the device communicator, whose
+// kernels might otherwise wait on this rank forever (NCCL).
+void abort_both(Collectives& comm, Collectives& data, const std::string& reason) {
+  comm.abort(reason);
+  if (&data != &comm) data.abort(reason);
+}
+
 }  // namespace
 
 ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
                               Collectives& comm, std::vector<float>* final_shard) {
+  return run_partitioned_arm(config, arm, device, comm, comm, final_shard);
+}
+
+ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
+                              Collectives& comm, Collectives& data,
+                              std::vector<float>* final_shard) {
   const auto t_setup = Clock::now();
   const HostMemoryCounters before = host_memory_counters();
-  RankRunner runner(config, arm, device, comm);
+  RankRunner runner(config, arm, device, comm, data);
   try {
     runner.setup();
   } catch (const CollectiveError&) {
     throw;
   } catch (const std::exception& e) {
-    comm.abort(fmt::format("rank {} failed in setup: {}", comm.rank(), e.what()));
+    abort_both(comm, data, fmt::format("rank {} failed in setup: {}", comm.rank(), e.what()));
     throw;
   }
   const HostMemoryCounters after = host_memory_counters();
@@ -338,7 +354,7 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
     } catch (const CollectiveError&) {
       throw;
     } catch (const std::exception& e) {
-      comm.abort(fmt::format("rank {} failed in step {}: {}", comm.rank(), i + 1, e.what()));
+      abort_both(comm, data, fmt::format("rank {} failed in step {}: {}", comm.rank(), i + 1, e.what()));
       throw;
     }
     const bool timed = i >= config.warmup;
