@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "report/details.hpp"
@@ -269,6 +270,10 @@ int run_driver(const RunConfig& config) {
   resolved.device = parse_device_kind(info.backend);
   run.config.device = resolved.device;
   if (resolved.gpus == 0) run.config.gpus = resolved.gpus = answer.value("device_count", 1);  // --gpus all
+  if (config.gpus == 0) {  // --gpus all: the checks and the default --threads for the real count
+    resolve_default_threads(resolved);
+    validate_run_config(resolved);
+  }
   if (resolved.gpus > 1 && info.backend != "cpu") {  // see README "Several devices per arm"
     error_line(fmt::format("--gpus {} on the {} device needs device collectives (NCCL), which are "
                            "not implemented yet; use --device cpu, or --gpus 1", resolved.gpus,
