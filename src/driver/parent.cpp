@@ -273,6 +273,7 @@ int run_driver(const RunConfig& config) {
   if (config.gpus == 0) {  // --gpus all: the checks and the default --threads for the real count
     resolve_default_threads(resolved);
     validate_run_config(resolved);
+    run.config.threads = resolved.threads;
   }
   if (resolved.gpus > 1 && info.backend != "cpu") {  // see README "Several devices per arm"
     error_line(fmt::format("--gpus {} on the {} device needs device collectives (NCCL), which are "
