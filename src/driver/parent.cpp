@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "report/details.hpp"
@@ -270,6 +271,11 @@ int run_driver(const RunConfig& config) {
   resolved.device = parse_device_kind(info.backend);
   run.config.device = resolved.device;
   if (resolved.gpus == 0) run.config.gpus = resolved.gpus = answer.value("device_count", 1);  // --gpus all
+  if (config.gpus == 0) {  // --gpus all: the checks and the default --threads for the real count
+    resolve_default_threads(resolved);
+    validate_run_config(resolved);
+    run.config.threads = resolved.threads;
+  }
   if (resolved.gpus > 1) {  // see README "Several devices per arm"
     const int visible = answer.value("device_count", 1);
     const char* shared = std::getenv("ZOB_TEST_SHARE_DEVICE");  // driver/ranks.cpp

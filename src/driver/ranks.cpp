@@ -259,6 +259,7 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
         p.params /= n;
       }
       k.shard_checksum = a.param_checksum;
+      k.placement = a.placement;
     } else if (k.error.empty()) {
       k.error = describe_outcome(o);
     }

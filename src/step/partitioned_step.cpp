@@ -20,6 +20,7 @@
 
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
+#include "step/rank_placement.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
 #include "zob/errors.hpp"
@@ -70,6 +71,7 @@ class RankRunner {
   const float* master() const { return master_.as<float>(); }
   std::int64_t shard_total() const { return shards_.total; }
   int threads() const { return pool_->size(); }
+  const ThreadPlacement& placement() const { return placement_; }
   const HostBuffer& master_buffer() const { return master_; }
   double register_seconds() const {
     return master_.register_seconds() + grads_.register_seconds();
@@ -93,6 +95,7 @@ class RankRunner {
   ShardLayout shards_;
   std::int64_t biggest_padded_ = 0;
   std::unique_ptr<ThreadPool> pool_;
+  ThreadPlacement placement_;
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_;
   Buffer param_shard_, copy_temp_, gathered_[2], grad_full_, grad_shard_;
   step_detail::ModuleMath math_;  // activations, token ids and the module kernels
@@ -118,7 +121,11 @@ void RankRunner::setup() {
   for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
     biggest_padded_ = std::max(biggest_padded_, padded(static_cast<std::int64_t>(m)));
   }
-  pool_ = std::make_unique<ThreadPool>(c.threads > 0 ? c.threads : available_cpus());
+  // The ranks of this host split its CPUs (a collective: every rank gets here). Built before
+  // the host buffers, whose pages the pool's threads then first-touch on the slice's node.
+  const RankAdamPlacement adam = place_rank_adam_threads(c, arm_, dev_.info(), comm_);
+  placement_ = adam.placement;
+  pool_ = std::make_unique<ThreadPool>(adam.threads, placement_.cpus);
 
   // ---- host state: this rank's shards only ----
   const std::int64_t S = shards_.total;
@@ -331,6 +338,7 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
   r.warmup = config.warmup;
   r.loop = to_string(config.loop);
   r.adam_threads = runner.threads();
+  r.placement = runner.placement();
   r.gpus = comm.size();
   r.locked_bytes = after.locked_bytes - before.locked_bytes;
   r.registered_bytes = after.registered_bytes - before.registered_bytes;
