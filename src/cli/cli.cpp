@@ -335,6 +335,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   std::string trace_path;
   bool skip_preflight = false;
   bool list_devices = false;
+  std::string launcher = "fork";
 
   app.add_option("--hidden", hidden, "hidden size h")->capture_default_str()->type_name("N");
   app.add_option("--layers", layers, "number of blocks")->capture_default_str()->type_name("N");
@@ -376,6 +377,10 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
                         ->type_name("FILE");
   app.add_flag("--skip-preflight", skip_preflight,
                "skip the memory / memlock checks made before any arm starts");
+  auto* gpus_opt = app.get_option("--gpus");
+  app.add_option("--launcher", launcher, "fork|mpi: fork the --gpus ranks here, or be one rank "
+                 "started by mpirun (one arm per mpirun; see README)")
+      ->capture_default_str()->type_name("NAME");
   app.add_flag("--list-devices", list_devices,
                "probe cpu, cuda and xpu and say what is available (or why not)");
 
@@ -498,6 +503,12 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
     resolve_default_threads(c);
   }
   c.repeats = static_cast<int>(parse_integer_flag("--repeats", repeats, 1, kMaxRepeats));
+  if (launcher != "fork" && launcher != "mpi") {
+    throw UsageError("--launcher: unknown launcher '" + launcher + "'; use fork or mpi");
+  }
+  cmd.launcher = launcher == "mpi" ? CliCommand::Launcher::mpi : CliCommand::Launcher::fork;
+  cmd.gpus_given = gpus_opt->count() > 0;
+  cmd.threads_given = threads_opt->count() > 0;
   c.skip_preflight = skip_preflight;
   validate_run_config(c);
   if (list_devices) {

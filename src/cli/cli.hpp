@@ -20,7 +20,18 @@ struct CliCommand {
   int exit_code = 0;           // Kind::exit_now (--help, --version)
   CompareOptions compare;      // Kind::compare
   std::string compare_json_path;  // Kind::compare, "" = none
+  // Kind::run: --launcher fork (default: the ranks of --gpus N are forked on this host) or
+  // mpi (this process is one rank started by mpirun; src/driver/mpi_launcher.cpp). The mpi
+  // launcher takes --gpus from the MPI world size, so it needs to know what was given.
+  enum class Launcher { fork, mpi };
+  Launcher launcher = Launcher::fork;
+  bool gpus_given = false;
+  bool threads_given = false;
 };
+
+// The --launcher mpi entry (run_mpi_launcher), handed to cli_main by a main() built with MPI;
+// nullptr in a build without it, where --launcher mpi is refused.
+using MpiLauncherEntry = int (*)(const CliCommand& cmd);
 
 // Parses argv (argv[0] is the program). --help / --version print to stdout and give exit_now.
 // Throws UsageError for everything else that is wrong, CLI11's own parse errors included.
@@ -46,6 +57,6 @@ std::uint64_t parse_unsigned_flag(const std::string& flag, const std::string& te
 double parse_seconds_flag(const std::string& flag, const std::string& text, double max);
 
 // The whole program: flags, the hidden child entry points, exit codes.
-int cli_main(int argc, char** argv);
+int cli_main(int argc, char** argv, MpiLauncherEntry mpi_launcher = nullptr);
 
 }  // namespace zob

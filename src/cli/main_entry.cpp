@@ -71,7 +71,7 @@ int run_compare(const CliCommand& cmd) {
 
 }  // namespace
 
-int cli_main(int argc, char** argv) {
+int cli_main(int argc, char** argv, MpiLauncherEntry mpi_launcher) {
   const std::vector<std::string> args(argv, argv + argc);
   try {
     if (args.size() >= 2 && (args[1] == kProbeFlag || args[1] == kChildFlag)) {
@@ -81,7 +81,15 @@ int cli_main(int argc, char** argv) {
     switch (cmd.kind) {
       case CliCommand::Kind::exit_now: return cmd.exit_code;
       case CliCommand::Kind::adam: return run_adam(cmd);
-      case CliCommand::Kind::run: return run_driver(cmd.run);
+      case CliCommand::Kind::run:
+        if (cmd.launcher == CliCommand::Launcher::mpi) {
+          if (mpi_launcher == nullptr) {
+            throw UsageError("--launcher mpi: this build has no MPI; install libopenmpi-dev "
+                             "(scripts/deps) and rebuild, or use --launcher fork");
+          }
+          return mpi_launcher(cmd);
+        }
+        return run_driver(cmd.run);
       case CliCommand::Kind::compare: return run_compare(cmd);
       case CliCommand::Kind::list_devices: return run_list_devices(cmd.run);
     }

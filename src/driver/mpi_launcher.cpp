@@ -1,0 +1,344 @@
+// --launcher mpi (see mpi_launcher.hpp). mpirun starts this executable once per rank; nothing
+// forks. The ranks agree on every refusal before the arm starts (each reports its status, the
+// lowest failing rank prints its one line, every rank exits with the worst code), so a bad
+// flag or a missing device ends the job cleanly. Once the arm runs, MPI cannot cancel a
+// collective a failed peer never joins: a failure then ends the job through MPI_Abort
+// (MpiCollectives::abort), with the reason on stderr.
+#include "driver/mpi_launcher.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fmt/format.h>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "collectives/mpi_collectives.hpp"
+#include "driver/ranks.hpp"
+#include "report/details.hpp"
+#include "report/json_util.hpp"
+#include "report/report.hpp"
+#include "step/partitioned_step.hpp"
+#include "zob/device.hpp"
+#include "zob/environment.hpp"
+#include "zob/errors.hpp"
+#include "zob/exit_codes.hpp"
+#include "zob/preflight.hpp"
+#include "zob/step.hpp"
+#include "zob/trace.hpp"
+
+namespace zob {
+
+namespace {
+
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+void stderr_line(const std::string& prefix, const std::string& text) {
+  const std::string line = "zero3-offload-bench: " + prefix + one_line(text) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+// Before MPI_Init the rank is only known from the launcher's environment; a process started
+// without mpirun is rank 0 of 1.
+bool launched_as_rank_zero() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(var)) return std::string(v) == "0";
+  }
+  return true;
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+struct Status {
+  int code = exit_code::ok;
+  std::string line;  // without the "zero3-offload-bench: error: " prefix
+};
+
+Status status_of(const std::exception& e, const std::string& prefix) {
+  if (const auto* u = dynamic_cast<const UsageError*>(&e)) {
+    return {exit_code::usage, prefix + u->what()};
+  }
+  if (const auto* d = dynamic_cast<const DeviceError*>(&e)) {
+    if (d->kind() == DeviceErrorKind::unavailable) {
+      return {exit_code::backend_unavailable,
+              prefix + "backend unavailable: " + d->what() + "; run with --device cpu, or on "
+                       "machines with that accelerator"};
+    }
+    return {exit_code::arm_failed, prefix + d->what()};
+  }
+  return {exit_code::arm_failed, prefix + e.what()};
+}
+
+// A collective over every rank: the worst status code wins; the lowest failing rank prints
+// its line. Returns the agreed code (0 when every rank is fine).
+int agree(const Status& mine, int rank) {
+  int worst = 0;
+  MPI_Allreduce(&mine.code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (worst == 0) return 0;
+  const int candidate = mine.code != 0 ? rank : INT_MAX;
+  int first = INT_MAX;
+  MPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == first) stderr_line("error: ", mine.line);
+  return worst;
+}
+
+struct Place {
+  int rank = 0, size = 1, local_rank = 0, hosts = 1;
+};
+
+Place place_in_world() {
+  Place p;
+  MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &p.size);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &p.local_rank);
+  MPI_Comm_free(&local);
+  const int first_on_host = p.local_rank == 0 ? 1 : 0;
+  MPI_Allreduce(&first_on_host, &p.hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return p;
+}
+
+// The ranks' ArmResult JSON, their device indices and pids, at rank 0 (empty elsewhere).
+std::vector<RankOutcome> gather_outcomes(const std::string& mine, int device_index,
+                                         const Place& p) {
+  if (mine.size() > static_cast<std::size_t>(INT_MAX)) {
+    throw UsageError(fmt::format("rank {}: its result is {} bytes, more than one MPI message "
+                                 "holds; use fewer --steps", p.rank, mine.size()));
+  }
+  const long long meta[3] = {static_cast<long long>(mine.size()), device_index,
+                             static_cast<long long>(::getpid())};
+  std::vector<long long> metas(p.rank == 0 ? 3 * static_cast<std::size_t>(p.size) : 0);
+  MPI_Gather(meta, 3, MPI_LONG_LONG, metas.data(), 3, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  std::vector<int> counts, displs;
+  long long total = 0;
+  if (p.rank == 0) {
+    for (int r = 0; r < p.size; ++r) {
+      counts.push_back(static_cast<int>(metas[3 * static_cast<std::size_t>(r)]));
+      displs.push_back(static_cast<int>(total));
+      total += counts.back();
+    }
+    if (total > INT_MAX) {  // rank 0 cannot receive it; the others are already waiting
+      MPI_Abort(MPI_COMM_WORLD, exit_code::arm_failed);
+    }
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), counts.data(),
+              displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  std::vector<RankOutcome> out;
+  for (int r = 0; p.rank == 0 && r < p.size; ++r) {
+    const auto ru = static_cast<std::size_t>(r);
+    RankOutcome o;
+    o.rank = r;
+    o.device_index = static_cast<int>(metas[3 * ru + 1]);
+    o.pid = static_cast<pid_t>(metas[3 * ru + 2]);
+    o.output = all.substr(static_cast<std::size_t>(displs[ru]), static_cast<std::size_t>(counts[ru]));
+    o.exited = true;  // it reached the gather: it is alive and its result says how it went
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// Rank 0: the reports of the one arm, as the fork launcher's parent prints them.
+int report(RunResult& run, Arm arm) {
+  if (!run.arms.empty() && !run.arms[0].ok) {
+    stderr_line("error: ", fmt::format("arm {}: {}", to_string(arm), run.arms[0].error));
+  }
+  for (const auto& w : spread_warnings(run)) stderr_line("warning: ", w);
+  const std::string text = render_stdout(run);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  bool written = true;
+  try {
+    if (!run.config.json_path.empty()) {
+      write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
+    }
+    if (!run.config.trace_path.empty() && !run.arms[0].samples.empty()) {
+      write_json_file(run.config.trace_path, chrome_trace({{to_string(arm), &run.arms[0]}}));
+    }
+  } catch (const std::exception& e) {
+    stderr_line("error: ", e.what());
+    written = false;
+  }
+  const bool ok = written && run.arms[0].ok && validate_arms(run).ok();
+  return ok ? exit_code::ok : exit_code::arm_failed;
+}
+
+// Everything between MPI_Init and MPI_Finalize.
+int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entered) {
+  const Place p = place_in_world();
+  RunConfig c = cmd.run;
+  const Arm arm = c.arms.front();
+  const std::string rank_prefix = fmt::format("rank {} of {}: ", p.rank, p.size);
+
+  // 1. The flags for this world (every rank computes the same answer).
+  Status st;
+  try {
+    if (cmd.gpus_given && c.gpus != 0 && c.gpus != p.size) {
+      throw UsageError(fmt::format("--gpus {} disagrees with the {} ranks mpirun started; leave "
+                                   "--gpus out with --launcher mpi (the world size is the "
+                                   "number of ranks), or run mpirun -np {}", c.gpus, p.size,
+                                   c.gpus));
+    }
+    c.gpus = p.size;
+    if (!cmd.threads_given) {
+      c.threads = 0;
+      resolve_default_threads(c);
+    }
+    validate_run_config(c);
+  } catch (const std::exception& e) {
+    st = status_of(e, "");
+  }
+  if (const int code = agree(st, p.rank)) return code;
+
+  // 2. This rank's device (its local rank picks it; the CPU device is shared) and the
+  // pre-flight, which every rank checks against its own host and device.
+  const int device_index = c.device == DeviceKind::cpu ? c.device_index
+                                                       : c.device_index + p.local_rank;
+  std::unique_ptr<Device> device;
+  HostEnvironment host;
+  try {
+    if (c.device == DeviceKind::automatic) {
+      std::string notice;
+      device = create_first_available_device(device_index, &notice);
+      if (!notice.empty() && p.rank == 0) stderr_line("notice: ", notice);
+    } else {
+      device = create_device({to_string(c.device), device_index});
+    }
+    c.device = parse_device_kind(device->info().backend);
+    if (!c.skip_preflight || p.rank == 0) host = collect_host_environment();
+    if (!c.skip_preflight) {
+      preflight_check(c, plan_memory(c), host, device->info().total_memory_bytes);
+    }
+  } catch (const std::exception& e) {
+    st = status_of(e, rank_prefix);
+  }
+  if (const int code = agree(st, p.rank)) return code;
+  // --device auto may resolve differently where the hosts differ: one backend per arm.
+  const int kind = static_cast<int>(c.device);
+  int lowest = 0, highest = 0;
+  MPI_Allreduce(&kind, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&kind, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (lowest != highest) {
+    if (p.rank == 0) {
+      stderr_line("error: ", "--device auto found different backends on the ranks' hosts; "
+                             "give --device cpu, cuda or xpu");
+    }
+    return exit_code::usage;
+  }
+
+  // 3. The arm. From here on a failure ends every rank (MPI_Abort): peers may be waiting in a
+  // collective that MPI cannot cancel.
+  const std::string started = now_utc();
+  MpiCollectives comm(MPI_COMM_WORLD, collective_timeout_s(c));
+  ArmResult r;
+  try {
+    if (p.rank == 0) {
+      std::fprintf(stderr, "zero3-offload-bench: device %s (%s); %d MPI ranks on %d host%s\n",
+                   device->info().backend.c_str(), one_line(device->info().name).c_str(),
+                   p.size, p.hosts, p.hosts == 1 ? "" : "s");
+      std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
+      std::fflush(stderr);
+    }
+    // The device's own collectives (NCCL on CUDA), bootstrapped over the MPI ones; none on the
+    // CPU device, whose memory MPI addresses directly.
+    std::unique_ptr<Collectives> data = device->make_rank_collectives(comm, collective_timeout_s(c));
+    r = run_partitioned_arm(c, arm, *device, comm, data ? *data : comm);
+  } catch (const std::exception& e) {
+    comm.abort(one_line(e.what()));  // does not return
+  }
+  r.arm = arm;
+  r.pid = static_cast<int>(::getpid());
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count();
+  std::vector<RankOutcome> outcomes;
+  try {
+    outcomes = gather_outcomes(dump_json(nlohmann::json(r)), device_index, p);
+  } catch (const std::exception& e) {
+    comm.abort(one_line(e.what()));
+  }
+  if (p.rank != 0) return r.ok ? exit_code::ok : exit_code::arm_failed;
+
+  // 4. Rank 0 merges and reports, as the fork launcher does for one arm.
+  RunResult run;
+  run.config = c;
+  run.started_utc = started;
+  run.tool_version = ZOB_VERSION;
+  run.hostname = host_name();
+  run.host = host;
+  run.has_environment = true;
+  run.device_info = device->info();
+  run.rounds = {{merge_rank_results(c, arm, outcomes, -1, "")}};
+  run.arms = {combine_rounds(runs_of(run, arm))};
+  return report(run, arm);
+}
+
+}  // namespace
+
+std::string mpi_launcher_refusal(const CliCommand& cmd) {
+  const RunConfig& c = cmd.run;
+  if (c.arms.size() != 1) {
+    return "--launcher mpi runs one arm per mpirun; give --arms with one arm (e.g. --arms "
+           "registered --json reg.json), run one mpirun per arm and compare them with "
+           "`zero3-offload-bench compare reg.json unreg.json`";
+  }
+  if (c.repeats != 1) {
+    return "--launcher mpi runs one round; drop --repeats and run mpirun again for another "
+           "round (each run is a fresh set of processes)";
+  }
+  if (!c.chunk_elems_sweep.empty() || !c.sub_group_size_sweep.empty()) {
+    return "--launcher mpi runs one configuration; give one --chunk-elems and one "
+           "--sub-group-size, one mpirun per configuration";
+  }
+  return "";
+}
+
+int run_mpi_launcher(const CliCommand& cmd) {
+  const auto entered = std::chrono::steady_clock::now();
+  if (const std::string why = mpi_launcher_refusal(cmd); !why.empty()) {
+    if (launched_as_rank_zero()) stderr_line("error: ", why);  // once, not once per rank
+    return exit_code::usage;
+  }
+  // As the fork launcher: NCCL must never use NVLink multicast (NVLS) on these machines.
+  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    stderr_line("error: ", "MPI_Init_thread failed; start the ranks with mpirun (see README "
+                           "\"Across nodes (MPI)\")");
+    return exit_code::backend_unavailable;
+  }
+  int code = exit_code::arm_failed;
+  try {
+    code = run_rank(cmd, entered);
+  } catch (const std::exception& e) {
+    stderr_line("error: ", e.what());
+    MPI_Abort(MPI_COMM_WORLD, exit_code::arm_failed);
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace zob

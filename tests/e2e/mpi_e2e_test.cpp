@@ -1,0 +1,199 @@
+// --launcher mpi (issue 7): the real binary started by mpirun on this host, CPU device. The
+// MPI run of one arm must compute bitwise what the fork launcher's ranks compute; the MPI
+// collectives must reduce in rank order; bad input is refused with one line. Skipped, with
+// the reason, where the build has no MPI or mpirun is not installed.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "e2e_support.hpp"
+
+namespace {
+
+using namespace zob_e2e;
+
+const std::vector<std::string> kTiny{"--device", "cpu", "--hidden", "32", "--layers", "2",
+                                     "--batch",  "2",   "--seq",    "8",  "--vocab",  "256",
+                                     "--steps",  "2",   "--warmup", "1",  "--threads", "1"};
+
+std::vector<std::string> tiny(std::vector<std::string> extra) {
+  auto args = kTiny;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::string find_mpirun() {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string candidate = dirs.substr(start, end - start) + "/mpirun";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+// Root may run mpirun only when asked to; vader (shared memory) only, as the ranks share
+// one host and a container may have no usable network interface.
+std::vector<std::string> mpirun_prefix(int np) {
+  return {find_mpirun(), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader",
+          "-np", std::to_string(np)};
+}
+
+// Runs argv (argv[0] a path) to completion, at most limit_s.
+Result run_program(const std::vector<std::string>& args, double limit_s = 60) {
+  int out_pipe[2], err_pipe[2];
+  EXPECT_EQ(::pipe2(out_pipe, O_CLOEXEC), 0);
+  EXPECT_EQ(::pipe2(err_pipe, O_CLOEXEC), 0);
+  std::vector<std::string> owned = args;
+  std::vector<char*> argv;
+  for (auto& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own group: a hung mpirun is killed with all it started
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  Result r;
+  r.pid = pid;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  int open_fds = 2;
+  bool killed = false;
+  while (open_fds > 0) {
+    ::poll(fds, 2, 50);
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+    if (!killed && std::chrono::steady_clock::now() - start > std::chrono::duration<double>(limit_s)) {
+      ADD_FAILURE() << args[0] << " still running after " << limit_s << " s; killing it";
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+Result run_mpi_bench(int np, const std::vector<std::string>& bench_args) {
+  auto args = mpirun_prefix(np);
+  args.push_back(ZOB_BINARY);
+  args.insert(args.end(), bench_args.begin(), bench_args.end());
+  return run_program(args);
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class MpiE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef ZOB_MPI_CHECK
+    GTEST_SKIP() << "this build has no MPI (install libopenmpi-dev: scripts/deps)";
+#endif
+    if (find_mpirun().empty()) GTEST_SKIP() << "mpirun not found on PATH (openmpi-bin)";
+  }
+};
+
+TEST_F(MpiE2E, OneArmOverMpiEqualsTheForkLauncherBitwise) {
+  const std::string json_path = ::testing::TempDir() + "zob_mpi_reg.json";
+  std::remove(json_path.c_str());
+  const Result fork = run_bench(tiny({"--gpus", "2", "--arms", "registered"}));
+  ASSERT_EQ(fork.rc, 0) << fork.err;
+  const Result mpi =
+      run_mpi_bench(2, tiny({"--launcher", "mpi", "--arms", "registered", "--json", json_path}));
+  ASSERT_EQ(mpi.rc, 0) << mpi.err;
+  const auto f = driver_result(fork.out).at("registered");
+  const auto m = driver_result(mpi.out).at("registered");
+  EXPECT_EQ(m.at("ok"), true);
+  EXPECT_EQ(m.at("gpus"), 2);
+  ASSERT_EQ(m.at("ranks").size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(m.at("ranks")[static_cast<std::size_t>(k)].at("rank"), k);
+    EXPECT_EQ(m.at("ranks")[static_cast<std::size_t>(k)].at("ok"), true);
+  }
+  // Bitwise: the same shard checksums and the same fp32 losses (JSON round-trips floats).
+  EXPECT_EQ(m.at("param_checksum"), f.at("param_checksum"));
+  ASSERT_EQ(m.at("losses").size(), 3u);
+  EXPECT_EQ(m.at("losses"), f.at("losses"));
+  EXPECT_EQ(m.at("ranks")[1].at("shard_checksum"), f.at("ranks")[1].at("shard_checksum"));
+  // The table and the --json file, as the fork launcher writes them, from rank 0 only.
+  EXPECT_EQ(count_of(mpi.out, "DRIVERRESULT="), 1u) << mpi.out;
+  EXPECT_EQ(count_of(mpi.err, "arm registered: starting"), 1u) << mpi.err;
+  const auto file = nlohmann::json::parse(read_text(json_path));
+  EXPECT_EQ(file.at("registered").at("param_checksum"), m.at("param_checksum"));
+  std::remove(json_path.c_str());
+}
+
+TEST_F(MpiE2E, ReduceScatterOfThreeRanksIsTheRankOrderSum) {
+#ifdef ZOB_MPI_CHECK
+  auto args = mpirun_prefix(3);
+  args.push_back(ZOB_MPI_CHECK);
+  const Result r = run_program(args);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("mpi_collectives_check: 3 ranks, 16 cases per rank, 0 failures"),
+            std::string::npos) << r.out << r.err;
+#endif
+}
+
+TEST_F(MpiE2E, TwoArmsAreRefusedWithOneLine) {
+  // Started directly (one rank): the refusal comes before MPI_Init.
+  const Result direct = run_bench(tiny({"--launcher", "mpi"}));
+  EXPECT_EQ(direct.rc, 2);
+  expect_one_error_line(direct, "one mpirun per arm");
+  EXPECT_NE(direct.err.find("zero3-offload-bench compare"), std::string::npos) << direct.err;
+  EXPECT_TRUE(direct.out.empty()) << direct.out;
+  // Under mpirun: every rank refuses, only rank 0 says so.
+  const Result mpi = run_mpi_bench(2, tiny({"--launcher", "mpi"}));
+  EXPECT_EQ(mpi.rc, 2) << mpi.err;
+  EXPECT_EQ(count_of(mpi.err, "zero3-offload-bench: error:"), 1u) << mpi.err;
+}
+
+TEST_F(MpiE2E, GpusDisagreeingWithTheWorldSizeIsRefused) {
+  const Result r = run_mpi_bench(2, tiny({"--launcher", "mpi", "--arms", "registered",
+                                          "--gpus", "3"}));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "zero3-offload-bench: error: --gpus 3 disagrees with the 2 ranks"),
+            1u) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(MpiLauncherFlag, UnknownLauncherIsRefused) {
+  const Result r = run_bench(tiny({"--launcher", "ssh"}));
+  EXPECT_EQ(r.rc, 2);
+  expect_one_error_line(r, "--launcher: unknown launcher 'ssh'");
+}
+
+}  // namespace
