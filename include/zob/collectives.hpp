@@ -1,13 +1,14 @@
 // Collective operations between the ranks of one arm (ZeRO-3 over several devices): one rank
 // per device, each owning 1/N of every module's parameters. The step uses only this interface;
 // implementations live next to their transport (src/collectives: processes on one host over
-// POSIX shared memory).
+// POSIX shared memory; src/backends/cuda: NCCL over device memory, made by the device).
 //
 // Semantics shared by every implementation
 // - Every rank calls the same collectives in the same order with the same sizes.
-// - Buffers are memory the implementation can address (host memory for the shared-memory
-//   implementation, which serves ranks on the CPU device). The caller makes sure the inputs
-//   are complete before the call; outputs are complete when the call returns.
+// - Buffers are memory the implementation can address: host memory for the shared-memory
+//   implementation (which also serves ranks on the CPU device, whose memory is host memory),
+//   device memory for a device's own (Device::make_rank_collectives). The caller makes sure
+//   the inputs are complete before the call; outputs are complete when the call returns.
 // - Reductions are deterministic: the fp32 sum over ranks in rank order 0, 1, ..., N-1,
 //   starting from rank 0's value, so results are reproducible and N = 1 is the identity.
 // - Every wait has a deadline. A peer that failed (or aborted) or a deadline that passed makes
@@ -51,6 +52,9 @@ class Collectives {
   // data (bytes) on every rank = data on root.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;
+  // Throws CollectiveError if a peer has failed or aborted; never waits. Lets a transport that
+  // waits elsewhere (NCCL kernels on a stream) watch the flag of the one that carries failures.
+  virtual void check_peers() {}
   // Tell every peer to fail fast (their waits throw naming this rank); never throws.
   virtual void abort(const std::string& reason) noexcept = 0;
 };

@@ -39,4 +39,40 @@ ThreadPlacement choose_placement(const std::vector<int>& cpu_affinity, int threa
                                  const DeviceInfo& info, const std::vector<int>& allowed,
                                  std::string* notice, const std::string& sysfs = "/sys");
 
+// ---- --gpus N: one Adam pool per rank, the ranks of one host side by side ----
+
+// The NUMA node of a device: DeviceInfo::numa_node, else the sysfs node of its PCI bus id;
+// -1 when unknown.
+int device_numa_node(const DeviceInfo& info, const std::string& sysfs = "/sys");
+
+// Part `index` of `parts` contiguous parts of `cpus` (0 <= index < parts), in list order; part
+// sizes differ by at most one, the larger ones first. With more parts than CPUs every part is
+// the one CPU cpus[index mod size] (CPUs shared round-robin) and `notice` receives a line
+// saying so. Empty `cpus`: empty. Throws std::invalid_argument on a bad index or parts < 1.
+std::vector<int> cpu_slice(const std::vector<int>& cpus, int parts, int index,
+                           std::string* notice = nullptr);
+
+// Refuses (UsageError, one line) a --cpu-affinity list for `ranks` ranks (--gpus; 0 = not
+// known yet, checked as 1) that lists fewer CPUs than ranks or a CPU outside `allowed`.
+void validate_rank_cpu_affinity(const std::vector<int>& cpus, int ranks,
+                                const std::vector<int>& allowed);
+
+// The placement of rank `rank`'s Adam threads, node_of_rank[r] being the NUMA node of rank r's
+// device (-1 unknown) as every rank of the host sees it (so every rank computes the same,
+// disjoint split):
+// - --cpu-affinity given: rank r takes part r of node_of_rank.size() parts of the list
+//   ("cpu-affinity, rank slice r/N"; UsageError when it lists fewer CPUs than ranks, or a CPU
+//   outside `allowed`);
+// - else the ranks whose node has allowed CPUs split those CPUs (node CPUs ∩ allowed) among
+//   themselves in rank order ("numa-node K, rank slice i/m": i-th of the m ranks on node K);
+// - the other ranks split the allowed CPUs that no such node group uses (all allowed CPUs if
+//   none are left) ("rank slice i/m").
+// threads 0: one thread per CPU of the slice; else thread t on slice CPU t mod slice size.
+// Policy "none" and no CPUs only when `allowed` is empty. `notice` receives a line (or lines
+// joined by "; ") when CPUs are shared or a node cannot be used.
+ThreadPlacement choose_rank_placement(const std::vector<int>& cpu_affinity, int threads, int rank,
+                                      const std::vector<int>& node_of_rank,
+                                      const std::vector<int>& allowed, std::string* notice,
+                                      const std::string& sysfs = "/sys");
+
 }  // namespace zob

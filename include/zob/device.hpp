@@ -19,6 +19,8 @@
 #include <string>
 
 #include "zob/bf16.hpp"
+#include "zob/collectives.hpp"
+#include "zob/errors.hpp"
 
 namespace zob {
 
@@ -153,6 +155,26 @@ class Device {
                                 Queue q = Queue::compute) = 0;
   virtual void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n,
                                 Queue q = Queue::compute) = 0;
+
+  // ---- several ranks per arm (--gpus N), one device each ----
+  // Returns when ranks on this backend can exchange device memory. Throws UsageError when the
+  // backend has no collectives over device memory, DeviceError(unavailable) when their library
+  // is missing (one line, with the fix). Defined inline: plugins do not link zob_core.
+  virtual void check_rank_collectives() const {
+    throw UsageError("--gpus > 1 on the " + info().backend + " device needs collectives over "
+                     "its memory, which this backend does not have; use --gpus 1, or --device cpu");
+  }
+  // The collectives over device memory for rank host.rank() of host.size(), bootstrapped over
+  // `host` (the ranks' host-memory communicator, which also carries failures); every wait is
+  // bounded by timeout_s. nullptr when `host` itself addresses this device's memory (the CPU
+  // device). Throws as check_rank_collectives, or DeviceError / CollectiveError on failure.
+  virtual std::unique_ptr<Collectives> make_rank_collectives(Collectives& host,
+                                                             double timeout_s) {
+    (void)host;
+    (void)timeout_s;
+    check_rank_collectives();
+    throw UsageError("make_rank_collectives: not implemented for " + info().backend);
+  }
 };
 
 // ---- the backend registry (src/device/registry.cpp) ----

@@ -38,6 +38,14 @@ struct StepSample {
   std::vector<TraceSpan> spans;
 };
 
+// Where the Adam pool's threads run.
+struct ThreadPlacement {
+  std::string policy = "none";  // "cpu-affinity", "numa-node N", "none"; with --gpus N > 1
+                                // "<that>, rank slice i/m" or "rank slice i/m" (i-th, from 0,
+                                // of the m ranks sharing the CPUs)
+  std::vector<int> cpus;        // CPU of each thread in order; empty when unpinned
+};
+
 // One rank of a multi-rank arm (--gpus N > 1): its own step times and phases.
 struct RankResult {
   int rank = 0;
@@ -49,6 +57,7 @@ struct RankResult {
   std::map<std::string, PhaseSample> phases;  // averages over the timed steps
   std::int64_t shard_elems = 0;       // elements this rank owns (padding included)
   std::string shard_checksum;         // checksum_hex of its final fp32 master shard
+  ThreadPlacement placement;          // where this rank's Adam threads ran
 };
 
 // The lower bound of a step under a perfect overlap of Adam with the link (REFERENCE.md §7):
@@ -60,12 +69,6 @@ struct StepBound {
   double compute_s = 0;  // forward + backward device time
   double bound_s = 0;    // max(adam_s, pcie_s) + compute_s
   double ratio = 0;      // median step time / bound_s
-};
-
-// Where the Adam pool's threads run.
-struct ThreadPlacement {
-  std::string policy = "none";  // "cpu-affinity", "numa-node N", "none"
-  std::vector<int> cpus;        // CPU of each thread in order; empty when unpinned
 };
 
 struct ArmResult {

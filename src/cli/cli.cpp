@@ -174,6 +174,12 @@ double parse_seconds_flag(const std::string& flag, const std::string& text, doub
   return v;
 }
 
+void resolve_default_threads(RunConfig& c) {
+  if (c.threads != 0 || c.gpus != 1) return;  // several ranks: each sizes its own pool
+  // One Adam thread per --cpu-affinity CPU, else per CPU this process may use.
+  c.threads = c.cpu_affinity.empty() ? available_cpus() : static_cast<int>(c.cpu_affinity.size());
+}
+
 void validate_run_config(const RunConfig& c) {
   auto in = [](const char* flag, std::int64_t v, std::int64_t min, std::int64_t max) {
     if (v < min || v > max) {
@@ -199,17 +205,22 @@ void validate_run_config(const RunConfig& c) {
   if (!c.sub_group_size_sweep.empty() && c.sub_group_size_sweep.front() != c.sub_group_size) {
     throw UsageError("--sub-group-size: the sweep's first value must be the configured one");
   }
-  in("--threads", c.threads, 1, kMaxThreads);
   in("--gpus", c.gpus, 0, kMaxGpus);  // 0: "all", resolved by the driver
+  // 0 with several ranks: one thread per CPU of the rank's slice (chosen by each rank).
+  in("--threads", c.threads, c.gpus == 1 ? 1 : 0, kMaxThreads);
   if (c.gpus != 1 && c.loop == Loop::offload_param) {
     throw UsageError("--gpus with --offload-param is not implemented yet: several ranks run the "
                      "default copy-back loop; drop --offload-param or use --gpus 1");
   }
-  if (c.gpus != 1 && (c.schedule != Schedule::stock || !c.cpu_affinity.empty())) {
-    throw UsageError("--gpus with --schedule overlap or --cpu-affinity is not implemented yet: "
-                     "several ranks run the stock schedule, unpinned; drop those or use --gpus 1");
+  if (c.gpus != 1 && c.schedule != Schedule::stock) {
+    throw UsageError("--gpus with --schedule overlap is not implemented yet: several ranks run "
+                     "the stock schedule; drop --schedule overlap or use --gpus 1");
   }
-  validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());
+  if (c.gpus == 1) {
+    validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());
+  } else {  // each rank takes its part of the list (choose_rank_placement)
+    validate_rank_cpu_affinity(c.cpu_affinity, c.gpus, allowed_cpu_list());
+  }
   in("--repeats", c.repeats, 1, kMaxRepeats);
   if (!(c.timeout_s >= 0) || !std::isfinite(c.timeout_s) || c.timeout_s > kMaxTimeoutS) {
     throw UsageError(fmt::format("--timeout {} is out of range; give 0 (no limit) to {:g} "
@@ -346,9 +357,10 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
       ->capture_default_str()->type_name("NAME");
   auto* affinity_opt = app.add_option("--cpu-affinity", cpu_affinity,
                  "CPUs of the Adam threads in order, e.g. 0-7,16-23 (default: the device's "
-                 "NUMA node)")->type_name("LIST");
+                 "NUMA node); with --gpus N rank r takes part r of N")->type_name("LIST");
   auto* threads_opt = app.add_option("--threads", threads, "CPU Adam threads (default: CPUs "
-                                     "available, or as many as --cpu-affinity lists)")
+                                     "available, or as many as --cpu-affinity lists; with "
+                                     "--gpus N, per rank: the CPUs of its slice)")
       ->capture_default_str()->type_name("N");
   app.add_option("--seed", seed, "seed of the initial weights and token ids")
       ->capture_default_str()->type_name("N");
@@ -477,14 +489,14 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   } catch (const UsageError&) {
     throw UsageError("--schedule: unknown schedule '" + schedule + "'; use stock or overlap");
   }
-  if (affinity_opt->count() > 0) {
-    c.cpu_affinity = parse_cpu_list(cpu_affinity, "--cpu-affinity");
-    // One Adam thread per listed CPU unless --threads says otherwise.
-    if (threads_opt->count() == 0) c.threads = static_cast<int>(c.cpu_affinity.size());
-  }
+  if (affinity_opt->count() > 0) c.cpu_affinity = parse_cpu_list(cpu_affinity, "--cpu-affinity");
   c.seed = parse_unsigned_flag("--seed", seed);
   c.timeout_s = parse_seconds_flag("--timeout", timeout, kMaxTimeoutS);
   c.gpus = gpus == "all" ? 0 : static_cast<int>(parse_integer_flag("--gpus", gpus, 1, kMaxGpus));
+  if (threads_opt->count() == 0) {
+    c.threads = 0;
+    resolve_default_threads(c);
+  }
   c.repeats = static_cast<int>(parse_integer_flag("--repeats", repeats, 1, kMaxRepeats));
   c.skip_preflight = skip_preflight;
   validate_run_config(c);

@@ -26,6 +26,9 @@ struct CliCommand {
 // Throws UsageError for everything else that is wrong, CLI11's own parse errors included.
 CliCommand parse_command_line(const std::vector<std::string>& args);
 
+// --threads not given (threads 0) with one rank: one per --cpu-affinity CPU, else per CPU
+// available. Several ranks keep 0: each rank runs one thread per CPU of its slice.
+void resolve_default_threads(RunConfig& config);
 // The checks of parse_command_line on a RunConfig built some other way (and re-run by the
 // child on the config it receives). Throws UsageError.
 void validate_run_config(const RunConfig& config);

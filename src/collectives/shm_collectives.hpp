@@ -62,6 +62,7 @@ class ShmCollectives final : public Collectives {
                       std::size_t shard_elems) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void barrier() override;
+  void check_peers() override { check_abort(); }
   void abort(const std::string& reason) noexcept override;
 
  private:

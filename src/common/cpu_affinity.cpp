@@ -3,11 +3,15 @@
 
 #include <sched.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "zob/errors.hpp"
 
@@ -157,8 +161,7 @@ ThreadPlacement choose_placement(const std::vector<int>& cpu_affinity, int threa
     p.cpus.assign(cpu_affinity.begin(), cpu_affinity.begin() + threads);
     return p;
   }
-  int node = info.numa_node;
-  if (node < 0 && !info.pci_bus_id.empty()) node = pci_numa_node(info.pci_bus_id, sysfs);
+  const int node = device_numa_node(info, sysfs);
   if (node < 0) return p;
   const std::vector<int> node_cpus = numa_node_cpus(node, sysfs);
   const std::set<int> ok(allowed.begin(), allowed.end());
@@ -180,6 +183,140 @@ ThreadPlacement choose_placement(const std::vector<int>& cpu_affinity, int threa
     *notice = std::to_string(threads) + " Adam threads on the " + std::to_string(usable.size()) +
               " allowed CPUs of NUMA node " + std::to_string(node) +
               ": some CPUs run two; lower --threads or give --cpu-affinity";
+  }
+  return p;
+}
+
+int device_numa_node(const DeviceInfo& info, const std::string& sysfs) {
+  if (info.numa_node >= 0) return info.numa_node;
+  if (info.pci_bus_id.empty()) return -1;
+  return pci_numa_node(info.pci_bus_id, sysfs);
+}
+
+std::vector<int> cpu_slice(const std::vector<int>& cpus, int parts, int index,
+                           std::string* notice) {
+  if (parts < 1 || index < 0 || index >= parts) {
+    throw std::invalid_argument(fmt::format("cpu_slice: part {} of {} does not exist", index, parts));
+  }
+  if (cpus.empty()) return {};
+  const std::size_t n = cpus.size();
+  const auto p = static_cast<std::size_t>(parts);
+  const auto i = static_cast<std::size_t>(index);
+  if (p > n) {
+    if (notice != nullptr) {
+      *notice = fmt::format("{} ranks share the {} CPUs {}: each rank gets one CPU, shared "
+                            "round-robin, so some CPUs run two ranks' Adam threads", parts, n,
+                            format_cpu_list(cpus));
+    }
+    return {cpus[i % n]};
+  }
+  const std::size_t base = n / p, extra = n % p;
+  const std::size_t begin = i * base + std::min(i, extra);
+  const std::size_t len = base + (i < extra ? 1 : 0);
+  return {cpus.begin() + static_cast<std::ptrdiff_t>(begin),
+          cpus.begin() + static_cast<std::ptrdiff_t>(begin + len)};
+}
+
+void validate_rank_cpu_affinity(const std::vector<int>& cpus, int ranks,
+                                const std::vector<int>& allowed) {
+  if (cpus.empty()) return;
+  if (cpus.size() < static_cast<std::size_t>(std::max(ranks, 1))) {
+    throw UsageError(fmt::format("--cpu-affinity {} names {} CPU{} for --gpus {}: each rank takes "
+                                 "its own part of the list; give at least {} CPUs or lower --gpus",
+                                 format_cpu_list(cpus), cpus.size(), cpus.size() == 1 ? "" : "s",
+                                 ranks, ranks));
+  }
+  validate_cpu_affinity(cpus, 0, allowed);
+}
+
+namespace {
+
+// Node -> its CPUs this process may use, for every node of node_of_rank that has any.
+std::map<int, std::vector<int>> usable_node_cpus(const std::vector<int>& node_of_rank,
+                                                 const std::vector<int>& allowed,
+                                                 const std::string& sysfs) {
+  const std::set<int> ok(allowed.begin(), allowed.end());
+  std::map<int, std::vector<int>> out;
+  for (int node : node_of_rank) {
+    if (node < 0 || out.count(node)) continue;
+    std::vector<int> usable;
+    for (int c : numa_node_cpus(node, sysfs)) {
+      if (ok.count(c)) usable.push_back(c);
+    }
+    if (!usable.empty()) out.emplace(node, std::move(usable));
+  }
+  return out;
+}
+
+}  // namespace
+
+ThreadPlacement choose_rank_placement(const std::vector<int>& cpu_affinity, int threads, int rank,
+                                      const std::vector<int>& node_of_rank,
+                                      const std::vector<int>& allowed, std::string* notice,
+                                      const std::string& sysfs) {
+  const int ranks = static_cast<int>(node_of_rank.size());
+  if (rank < 0 || rank >= ranks || threads < 0) {
+    throw std::invalid_argument(fmt::format("choose_rank_placement: rank {} of {}, {} threads",
+                                            rank, ranks, threads));
+  }
+  std::vector<std::string> notes;
+  std::string line;
+  ThreadPlacement p;
+  std::vector<int> slice;
+  if (!cpu_affinity.empty()) {
+    validate_rank_cpu_affinity(cpu_affinity, ranks, allowed);
+    slice = cpu_slice(cpu_affinity, ranks, rank);
+    p.policy = fmt::format("cpu-affinity, rank slice {}/{}", rank, ranks);
+  } else {
+    // Every rank computes the same groups from the same inputs, so the slices are disjoint.
+    const std::map<int, std::vector<int>> usable = usable_node_cpus(node_of_rank, allowed, sysfs);
+    auto group = [&](int r) {
+      const int node = node_of_rank[static_cast<std::size_t>(r)];
+      return usable.count(node) ? node : -1;
+    };
+    const int mine = group(rank);
+    int index = 0, members = 0;
+    for (int r = 0; r < ranks; ++r) {
+      if (group(r) != mine) continue;
+      if (r < rank) ++index;
+      ++members;
+    }
+    std::vector<int> candidates;
+    if (mine >= 0) {
+      candidates = usable.at(mine);
+    } else {
+      const int node = node_of_rank[static_cast<std::size_t>(rank)];
+      if (node >= 0) {
+        notes.push_back(fmt::format("the device is on NUMA node {} but none of its CPUs is "
+                                    "allowed to this process; the rank's Adam threads use "
+                                    "allowed CPUs of no rank's node", node));
+      }
+      std::set<int> taken;
+      for (const auto& [n, cpus] : usable) taken.insert(cpus.begin(), cpus.end());
+      for (int c : allowed) {
+        if (!taken.count(c)) candidates.push_back(c);
+      }
+      if (candidates.empty()) candidates = allowed;
+    }
+    if (candidates.empty()) {  // sched_getaffinity failed: nothing known to pin to
+      if (notice != nullptr) *notice = "the allowed CPUs are unknown; Adam threads left unpinned";
+      return p;
+    }
+    slice = cpu_slice(candidates, members, index, &line);
+    if (!line.empty()) notes.push_back(line);
+    p.policy = (mine >= 0 ? fmt::format("numa-node {}, ", mine) : std::string()) +
+               fmt::format("rank slice {}/{}", index, members);
+  }
+  const std::size_t count = threads > 0 ? static_cast<std::size_t>(threads) : slice.size();
+  for (std::size_t t = 0; t < count; ++t) p.cpus.push_back(slice[t % slice.size()]);
+  if (count > slice.size()) {
+    notes.push_back(fmt::format("{} Adam threads on the {} CPUs of this rank's slice ({}): some "
+                                "CPUs run two; lower --threads", count, slice.size(),
+                                format_cpu_list(slice)));
+  }
+  if (notice != nullptr) {
+    notice->clear();
+    for (const std::string& n : notes) *notice += (notice->empty() ? "" : "; ") + n;
   }
   return p;
 }

@@ -165,7 +165,20 @@ int run_probe_child(const RunConfig& config, int result_fd) {
       device = create_device({to_string(config.device), config.device_index});
     }
     out = {{"ok", true}, {"device_info", device->info()}};
-    if (config.gpus == 0) out["device_count"] = count_devices(device->info().backend, config.device_index);
+    if (config.gpus != 1) {
+      // --gpus N / all: how many devices there are, and whether ranks can exchange their
+      // memory (NCCL on CUDA) -- so the parent refuses before any arm starts.
+      out["device_count"] = count_devices(device->info().backend, config.device_index);
+      try {
+        device->check_rank_collectives();
+      } catch (const UsageError& e) {
+        out["collectives_error"] = one_line(e.what());
+        out["collectives_unavailable"] = false;
+      } catch (const DeviceError& e) {
+        out["collectives_error"] = one_line(e.what());
+        out["collectives_unavailable"] = true;
+      }
+    }
   } catch (const DeviceError& e) {
     out = {{"ok", false},
            {"unavailable", e.kind() == DeviceErrorKind::unavailable},

@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "report/details.hpp"
@@ -269,11 +271,28 @@ int run_driver(const RunConfig& config) {
   resolved.device = parse_device_kind(info.backend);
   run.config.device = resolved.device;
   if (resolved.gpus == 0) run.config.gpus = resolved.gpus = answer.value("device_count", 1);  // --gpus all
-  if (resolved.gpus > 1 && info.backend != "cpu") {  // see README "Several devices per arm"
-    error_line(fmt::format("--gpus {} on the {} device needs device collectives (NCCL), which are "
-                           "not implemented yet; use --device cpu, or --gpus 1", resolved.gpus,
-                           info.backend));
-    return exit_code::usage;
+  if (config.gpus == 0) {  // --gpus all: the checks and the default --threads for the real count
+    resolve_default_threads(resolved);
+    validate_run_config(resolved);
+    run.config.threads = resolved.threads;
+  }
+  if (resolved.gpus > 1) {  // see README "Several devices per arm"
+    const int visible = answer.value("device_count", 1);
+    const char* shared = std::getenv("ZOB_TEST_SHARE_DEVICE");  // driver/ranks.cpp
+    const bool share = shared != nullptr && std::string(shared) == "1";
+    if (info.backend != "cpu" && resolved.gpus > visible && !share) {
+      error_line(fmt::format("--gpus {} asks for {} {} devices from index {}, but {} {} there; "
+                             "use --gpus {} (or --gpus all)", resolved.gpus, resolved.gpus,
+                             info.backend, config.device_index, visible,
+                             visible == 1 ? "is" : "are", visible));
+      return exit_code::usage;
+    }
+    if (answer.contains("collectives_error")) {
+      const bool missing = answer.value("collectives_unavailable", false);
+      error_line(fmt::format("--gpus {} on {}: {}", resolved.gpus, info.backend,
+                             answer.at("collectives_error").get<std::string>()));
+      return missing ? exit_code::backend_unavailable : exit_code::usage;
+    }
   }
   run.device_info = info;
   run.has_environment = true;

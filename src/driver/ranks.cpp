@@ -80,6 +80,7 @@ class FaultCollectives final : public Collectives {
     tick();
     inner_.barrier();
   }
+  void check_peers() override { inner_.check_peers(); }
   void abort(const std::string& reason) noexcept override { inner_.abort(reason); }
 
  private:
@@ -112,9 +113,19 @@ std::pair<std::string, int> rank_fault(Arm arm, int rank) {
   return {kind, at};
 }
 
+// ZOB_TEST_SHARE_DEVICE=1 (test-only): every rank on device --device-index, so the multi-rank
+// path of an accelerator runs on a one-GPU machine. NCCL refuses two ranks on one GPU of one
+// host, so each rank then claims a host of its own (NCCL_HOSTID) and NCCL connects them over
+// loopback sockets: the results are exact, the timings mean nothing.
+bool ranks_share_device() {
+  const char* v = std::getenv("ZOB_TEST_SHARE_DEVICE");
+  return v != nullptr && std::string(v) == "1";
+}
+
 int rank_device_index(const RunConfig& c, int rank) {
   // One device per rank; the CPU device is one device shared by every rank.
-  return c.device == DeviceKind::cpu ? c.device_index : c.device_index + rank;
+  return c.device == DeviceKind::cpu || ranks_share_device() ? c.device_index
+                                                              : c.device_index + rank;
 }
 
 // The body of a rank process; never returns.
@@ -127,6 +138,10 @@ int rank_device_index(const RunConfig& c, int rank) {
     const auto fault = rank_fault(arm, rank);
     FaultCollectives faulty(shm, fault.first, fault.second);
     Collectives& comm = fault.first.empty() ? static_cast<Collectives&>(shm) : faulty;
+    if (ranks_share_device() && config.device != DeviceKind::cpu) {
+      ::setenv("NCCL_HOSTID", fmt::format("zob-test-rank-{}", rank).c_str(), 1);
+      ::setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+    }
     std::unique_ptr<Device> device;
     try {
       device = create_device({to_string(config.device), rank_device_index(config, rank)});
@@ -134,7 +149,19 @@ int rank_device_index(const RunConfig& c, int rank) {
       comm.abort(fmt::format("rank {} could not open its device: {}", rank, one_line(e.what())));
       throw;
     }
-    r = run_partitioned_arm(config, arm, *device, comm);
+    // The device's own collectives (NCCL on CUDA), bootstrapped over the host ones; none on
+    // the CPU device, whose memory the host collectives address directly.
+    std::unique_ptr<Collectives> device_comm;
+    try {
+      device_comm = device->make_rank_collectives(comm, collective_timeout_s(config));
+    } catch (const CollectiveError&) {
+      throw;
+    } catch (const std::exception& e) {
+      comm.abort(fmt::format("rank {} could not join the device collectives: {}", rank,
+                             one_line(e.what())));
+      throw;
+    }
+    r = run_partitioned_arm(config, arm, *device, comm, device_comm ? *device_comm : comm);
   } catch (const CollectiveError& e) {
     r.ok = false;
     r.error = one_line(e.what());
@@ -232,6 +259,7 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
         p.params /= n;
       }
       k.shard_checksum = a.param_checksum;
+      k.placement = a.placement;
     } else if (k.error.empty()) {
       k.error = describe_outcome(o);
     }

@@ -229,9 +229,13 @@ std::string render_environment_header(const RunResult& run) {
     out += fmt::format("# pcie: {} x{} (max {} x{}), NUMA node {}\n", link.current_speed,
                        link.current_width, link.max_speed, link.max_width, link.numa_node);
   }
-  out += fmt::format("# host: {}, {} of {} CPUs available, {} Adam threads, THP {}\n",
+  // threads 0: --gpus N without --threads, each rank one thread per CPU of its slice.
+  const std::string adam_threads = run.config.threads > 0
+                                       ? fmt::format("{} Adam threads", run.config.threads)
+                                       : std::string("Adam threads: one per CPU of each rank's slice");
+  out += fmt::format("# host: {}, {} of {} CPUs available, {}, THP {}\n",
                      one_line(h.cpu_model.empty() ? "unknown CPU" : h.cpu_model),
-                     h.available_cpus, h.logical_cpus, run.config.threads,
+                     h.available_cpus, h.logical_cpus, adam_threads,
                      h.transparent_hugepages.empty() ? "n/a" : h.transparent_hugepages);
   out += fmt::format("# memory: MemAvailable {} of {}, memlock {}{}\n", bytes_text(h.mem_available),
                      bytes_text(h.mem_total),

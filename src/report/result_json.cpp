@@ -130,7 +130,8 @@ nlohmann::json rank_results_json(const std::vector<RankResult>& ranks) {
                    {"step_s", steps},
                    {"phases", phases},
                    {"shard_elems", k.shard_elems},
-                   {"shard_checksum", k.shard_checksum}});
+                   {"shard_checksum", k.shard_checksum},
+                   {"placement", k.placement}});
   }
   return out;
 }
@@ -148,6 +149,7 @@ std::vector<RankResult> rank_results_from(const nlohmann::json& j) {
     for (const auto& [name, p] : e.at("phases").items()) k.phases[name] = phase_from(p);
     k.shard_elems = integer<std::int64_t>(e.at("shard_elems"));
     k.shard_checksum = e.at("shard_checksum").get<std::string>();
+    if (e.contains("placement")) k.placement = e.at("placement").get<ThreadPlacement>();
     out.push_back(std::move(k));
   }
   return out;

@@ -4,8 +4,10 @@
 // run_arm's (module_math.hpp), so one rank reproduces run_arm bit for bit; the collectives
 // add the rank sum.
 //
-// Collectives here work on host-addressable memory (the shared-memory implementation), so the
-// host waits for the device before each one; on the CPU device that wait is free.
+// Two communicators: `comm_` (host memory: the step barrier, the loss, failures) and `data_`
+// (the device's memory: parameter all-gathers and gradient reduce-scatters; NCCL on CUDA, the
+// same shared-memory one on the CPU device). Every collective returns complete, so the host
+// waits for the device before each one; on the CPU device that wait is free.
 #include "step/partitioned_step.hpp"
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "step/arm_result_fill.hpp"
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
+#include "step/rank_placement.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
 #include "zob/errors.hpp"
@@ -51,8 +54,9 @@ using Buffer = step_detail::DeviceBuffer;
 
 class RankRunner {
  public:
-  RankRunner(const RunConfig& c, Arm arm, Device& dev, Collectives& comm)
-      : cfg_(c), arm_(arm), dev_(dev), comm_(comm), layout_(ModelLayout::build(c.model)),
+  RankRunner(const RunConfig& c, Arm arm, Device& dev, Collectives& comm, Collectives& data)
+      : cfg_(c), arm_(arm), dev_(dev), comm_(comm), data_(data),
+        layout_(ModelLayout::build(c.model)),
         shards_(ShardLayout::build(layout_, comm.size())) {}
   ~RankRunner() {
     try {
@@ -68,6 +72,7 @@ class RankRunner {
   const float* master() const { return master_.as<float>(); }
   std::int64_t shard_total() const { return shards_.total; }
   int threads() const { return pool_->size(); }
+  const ThreadPlacement& placement() const { return placement_; }
   const HostBuffer& master_buffer() const { return master_; }
   double register_seconds() const {
     return master_.register_seconds() + grads_.register_seconds();
@@ -85,11 +90,13 @@ class RankRunner {
   const RunConfig& cfg_;
   Arm arm_;
   Device& dev_;
-  Collectives& comm_;
+  Collectives& comm_;  // host memory
+  Collectives& data_;  // device memory
   ModelLayout layout_;
   ShardLayout shards_;
   std::int64_t biggest_padded_ = 0;
   std::unique_ptr<ThreadPool> pool_;
+  ThreadPlacement placement_;
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_;
   Buffer param_shard_, copy_temp_, gathered_[2], grad_full_, grad_shard_;
   step_detail::ModuleMath math_;  // activations, token ids and the module kernels
@@ -107,16 +114,19 @@ void RankRunner::setup() {
     throw UsageError("--gpus > 1 runs the default copy-back loop only; --offload-param with "
                      "several ranks is not implemented yet (use --gpus 1)");
   }
-  if (dev_.info().backend != "cpu") {
-    throw UsageError(fmt::format(
-        "--gpus > 1 on the {} device needs device collectives (NCCL), which are not built yet; "
-        "the shared-memory collectives serve the CPU device (use --device cpu or --gpus 1)",
-        dev_.info().backend));
+  if (data_.size() != comm_.size() || data_.rank() != comm_.rank()) {
+    throw UsageError(fmt::format("run_partitioned_arm: the host communicator is rank {} of {}, "
+                                 "the device one rank {} of {}", comm_.rank(), comm_.size(),
+                                 data_.rank(), data_.size()));
   }
   for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
     biggest_padded_ = std::max(biggest_padded_, padded(static_cast<std::int64_t>(m)));
   }
-  pool_ = std::make_unique<ThreadPool>(c.threads > 0 ? c.threads : available_cpus());
+  // The ranks of this host split its CPUs (a collective: every rank gets here). Built before
+  // the host buffers, whose pages the pool's threads then first-touch on the slice's node.
+  const RankAdamPlacement adam = place_rank_adam_threads(c, arm_, dev_.info(), comm_);
+  placement_ = adam.placement;
+  pool_ = std::make_unique<ThreadPool>(adam.threads, placement_.cpus);
 
   // ---- host state: this rank's shards only ----
   const std::int64_t S = shards_.total;
@@ -170,7 +180,7 @@ const bf16* RankRunner::gather(std::int64_t j, double& gather_s) {
   bf16* slot = gathered_[next_slot_].as<bf16>();
   next_slot_ ^= 1;
   dev_.synchronize();  // the shard is final and nobody still reads the slot
-  comm_.all_gather(param_shard_.as<bf16>() + shards_.offset[ju], slot,
+  data_.all_gather(param_shard_.as<bf16>() + shards_.offset[ju], slot,
                    static_cast<std::size_t>(shards_.shard[ju]) * 2);
   gather_s += since(t0);
   return slot;
@@ -231,7 +241,7 @@ StepSample RankRunner::run_step(int t) {
     dev_.synchronize();
     bwd_s += since(tb);
     const auto tr = Clock::now();
-    comm_.reduce_scatter(grad_full_.as<bf16>(), ElemType::bf16, grad_shard_.as<float>(),
+    data_.reduce_scatter(grad_full_.as<bf16>(), ElemType::bf16, grad_shard_.as<float>(),
                          static_cast<std::size_t>(shards_.shard[ju]));
     rs_s += since(tr);
     const auto to = Clock::now();
@@ -284,19 +294,32 @@ StepSample RankRunner::run_step(int t) {
   return s;
 }
 
+// Host first: the peers learn of the failure there; then the device communicator, whose
+// kernels might otherwise wait on this rank forever (NCCL).
+void abort_both(Collectives& comm, Collectives& data, const std::string& reason) {
+  comm.abort(reason);
+  if (&data != &comm) data.abort(reason);
+}
+
 }  // namespace
 
 ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
                               Collectives& comm, std::vector<float>* final_shard) {
+  return run_partitioned_arm(config, arm, device, comm, comm, final_shard);
+}
+
+ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
+                              Collectives& comm, Collectives& data,
+                              std::vector<float>* final_shard) {
   const auto t_setup = Clock::now();
   const HostMemoryCounters before = host_memory_counters();
-  RankRunner runner(config, arm, device, comm);
+  RankRunner runner(config, arm, device, comm, data);
   try {
     runner.setup();
   } catch (const CollectiveError&) {
     throw;
   } catch (const std::exception& e) {
-    comm.abort(fmt::format("rank {} failed in setup: {}", comm.rank(), e.what()));
+    abort_both(comm, data, fmt::format("rank {} failed in setup: {}", comm.rank(), e.what()));
     throw;
   }
   const HostMemoryCounters after = host_memory_counters();
@@ -306,6 +329,7 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
       {.started = t_setup, .before = before, .after = after,
        .params = parameter_count(config.model), .adam_threads = runner.threads(),
        .register_s = runner.register_seconds(), .master = &runner.master_buffer()});
+  r.placement = runner.placement();
   r.gpus = comm.size();
 
   step_detail::run_timed_steps(
@@ -316,7 +340,8 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
         } catch (const CollectiveError&) {
           throw;
         } catch (const std::exception& e) {
-          comm.abort(fmt::format("rank {} failed in step {}: {}", comm.rank(), t, e.what()));
+          abort_both(comm, data,
+                     fmt::format("rank {} failed in step {}: {}", comm.rank(), t, e.what()));
           throw;
         }
       });

@@ -29,7 +29,13 @@ struct ShardLayout {
 // only its shard. Each sample's loss is the sum over ranks; param_checksum is the checksum of
 // this rank's final master shard (padding included), which for one rank is the whole master
 // and equals run_arm's bit for bit. final_shard, if given, receives that shard.
+// `comm` carries host memory (the step barrier, the loss, failures); `data` the device's
+// memory (parameter all-gathers, gradient reduce-scatters). The first form is for a device
+// whose memory is host memory (the CPU device): one communicator does both.
 ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
                               Collectives& comm, std::vector<float>* final_shard = nullptr);
+ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
+                              Collectives& comm, Collectives& data,
+                              std::vector<float>* final_shard = nullptr);
 
 }  // namespace zob

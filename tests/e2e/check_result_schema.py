@@ -81,6 +81,11 @@ def main():
     must_fail(validator, wrong, "a string speedup")
     if len(ranked["registered"]["ranks"]) != 2 or len(ranked_failed["registered"]["ranks"]) != 2:
         sys.exit("FAIL: --gpus 2 did not give two ranks")
+    if any("rank slice" not in k["placement"]["policy"] for k in ranked["registered"]["ranks"]):
+        sys.exit("FAIL: --gpus 2: a rank's placement does not name its slice")
+    bad_policy = copy.deepcopy(ranked)
+    bad_policy["registered"]["ranks"][0]["placement"]["policy"] = "rank slice two"
+    must_fail(validator, bad_policy, "a rank placement policy without its slice numbers")
     print("ok: 6 documents valid against", schema_path)
 
 

@@ -59,6 +59,12 @@ class CpuDevice : public Device {
   void cast_f32_to_bf16(const float* src, bf16* dst, std::int64_t n, Queue q) override;
   void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n, Queue q) override;
 
+  // Its memory is host memory: the ranks' host collectives (shared memory) serve it directly.
+  void check_rank_collectives() const override {}
+  std::unique_ptr<Collectives> make_rank_collectives(Collectives&, double) override {
+    return nullptr;
+  }
+
  private:
   void copy(void* dst, const void* src, std::size_t bytes);
 

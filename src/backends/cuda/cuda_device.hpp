@@ -65,7 +65,14 @@ class CudaDevice final : public Device {
   void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n,
                         Queue q = Queue::compute) override;
 
+  // --gpus N: NCCL (loaded at run time; nccl_collectives.hpp). Without NCCL headers at build
+  // time both throw DeviceError(unavailable) saying so.
+  void check_rank_collectives() const override;
+  std::unique_ptr<Collectives> make_rank_collectives(Collectives& host,
+                                                     double timeout_s) override;
+
   cudaStream_t stream(Queue q) const { return streams_[static_cast<int>(q)]; }
+  int index() const { return index_; }
 
  private:
   // The runtime's current device is per host thread; every entry point binds ours first so the

@@ -103,6 +103,26 @@ __global__ void cast_bf16_f32_scalar(const bf16* __restrict__ src, float* __rest
   ZOB_GRID_STRIDE(i, n) { dst[i] = bf2f(ld16(src + i)); }
 }
 
+// out[i] = fp32(part 0)[i] + fp32(part 1)[i] + ... in rank order, one add at a time
+// (__fadd_rn: never contracted or reassociated), as collectives_detail::sum_in_rank_order.
+template <bool kBf16>
+__global__ void sum_rank_parts_kernel(const void* __restrict__ parts, int n_parts,
+                                      std::int64_t n, float* __restrict__ out) {
+  ZOB_GRID_STRIDE(i, n) {
+    float acc;
+    if constexpr (kBf16) {
+      const auto* p = static_cast<const bf16*>(parts);
+      acc = bf2f(ld16(p + i));
+      for (int r = 1; r < n_parts; ++r) acc = __fadd_rn(acc, bf2f(ld16(p + r * n + i)));
+    } else {
+      const auto* p = static_cast<const float*>(parts);
+      acc = p[i];
+      for (int r = 1; r < n_parts; ++r) acc = __fadd_rn(acc, p[r * n + i]);
+    }
+    out[i] = acc;
+  }
+}
+
 // ---- elementwise ----
 
 // Vector kernels: unit i covers elements [8i, 8i+8); bias kernels need cols % 8 == 0 so a unit
@@ -326,6 +346,17 @@ cudaError_t launch_cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n,
   if (done < n) {
     cast_bf16_f32_scalar<<<grid_for(n - done), kThreads, 0, stream>>>(src + done, dst + done,
                                                                       n - done);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sum_rank_parts(const void* parts, int n_parts, std::int64_t n,
+                                  bool bf16_parts, float* out, cudaStream_t stream) {
+  if (n <= 0 || n_parts <= 0) return cudaSuccess;
+  if (bf16_parts) {
+    sum_rank_parts_kernel<true><<<grid_for(n), kThreads, 0, stream>>>(parts, n_parts, n, out);
+  } else {
+    sum_rank_parts_kernel<false><<<grid_for(n), kThreads, 0, stream>>>(parts, n_parts, n, out);
   }
   return cudaGetLastError();
 }
