@@ -32,4 +32,16 @@ nlohmann::json rank_results_json(const std::vector<RankResult>& ranks);
 std::vector<RankResult> rank_results_from(const nlohmann::json& j);  // throws json::exception
 void from_json(const nlohmann::json&, DeviceInfo&);
 
+// The two documents an arm is written in.
+enum class ArmDocument {
+  pipe,           // child -> parent, read back by from_json: lossless, key order irrelevant
+  driver_result,  // DRIVERRESULT / --json: the Python script's keys first, in its order; a
+                  // failed arm's measurements are null
+};
+// Every field of an arm, for either document, from this one place (result_json.cpp), so the
+// two cannot drift apart. DRIVERRESULT's arm_json (report.cpp) then appends the run-level
+// details and, for a failed arm, the error. Json: nlohmann::json or nlohmann::ordered_json.
+template <class Json>
+Json arm_object(const ArmResult& r, ArmDocument doc);
+
 }  // namespace zob

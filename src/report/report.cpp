@@ -30,52 +30,7 @@ const ArmResult* find_ok(const RunResult& run, Arm arm) {
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
-  nlohmann::json losses = nlohmann::json::array();
-  for (const auto& s : r.samples) losses.push_back(finite_or_null(s.loss));
-  nlohmann::json times = nlohmann::json::array();
-  for (double t : r.timed_step_s()) times.push_back(finite_or_null(t));
-  auto measured = [&](double v) { return r.ok ? finite_or_null(v) : nlohmann::json(nullptr); };
-  nlohmann::ordered_json j{
-      // the Python script's keys
-      {"register", r.arm == Arm::registered},
-      {"device", r.device},
-      {"model", r.model},
-      {"params_b", r.params_b},
-      {"batch", r.batch},
-      {"seq", r.seq},
-      {"tokens_per_step", r.tokens_per_step},
-      {"steps", r.steps},
-      {"step_avg_s", measured(r.step_avg_s)},
-      {"step_min_s", measured(r.step_min_s)},
-      {"gpu_peak_gb", measured(r.gpu_peak_gb)},
-      // additions
-      {"arm", to_string(r.arm)},
-      {"ok", r.ok},
-      {"pid", r.pid},
-      {"loop", r.loop},
-      {"step_times_s", times},
-      {"losses", losses},
-      {"warmup", r.warmup},
-      {"param_checksum", r.param_checksum},
-      {"registration", r.registration},
-      {"registration_verified", r.registration_verified},
-      {"locked_bytes", r.locked_bytes},
-      {"registered_bytes", r.registered_bytes},
-      {"register_s", finite_or_null(r.register_s)},
-      {"setup_s", finite_or_null(r.setup_s)},
-      {"adam_threads", r.adam_threads},
-      {"schedule", r.schedule},
-      {"placement", nlohmann::json(r.placement)},
-      {"bound", r.ok ? nlohmann::json(r.bound) : nlohmann::json(nullptr)},
-      {"wall_s", measured(r.wall_s)},
-      {"host_mapped_bytes", r.host_mapped_bytes},
-      {"device_name", r.device_info.name},
-      {"phases", phases_json(r)},
-  };
-  if (r.gpus != 1 || !r.ranks.empty()) {
-    j["gpus"] = r.gpus;
-    j["ranks"] = rank_results_json(r.ranks);
-  }
+  nlohmann::ordered_json j = arm_object<nlohmann::ordered_json>(r, ArmDocument::driver_result);
   add_arm_details(j, run, r);
   if (!r.ok) j["error"] = r.error;
   return j;

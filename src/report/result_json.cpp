@@ -1,11 +1,13 @@
 // ArmResult <-> JSON: the child -> parent pipe format. Complete and lossless (samples, phases
-// and spans included); the DRIVERRESULT rendering is separate (report.cpp).
+// and spans included). arm_object also renders DRIVERRESULT's arm fields (report.cpp adds the
+// run-level details), so both documents take every arm field from one place.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "zob/result.hpp"
 
@@ -153,48 +155,73 @@ std::vector<RankResult> rank_results_from(const nlohmann::json& j) {
   return out;
 }
 
-void to_json(nlohmann::json& j, const ArmResult& r) {
-  nlohmann::json samples = nlohmann::json::array();
-  for (const auto& s : r.samples) samples.push_back(sample_json(s));
-  j = nlohmann::json{
-      {"arm", to_string(r.arm)},
-      {"ok", r.ok},
-      {"error", r.error},
-      {"device", r.device},
-      {"model", r.model},
-      {"params", r.params},
-      {"params_b", r.params_b},
-      {"batch", r.batch},
-      {"seq", r.seq},
-      {"tokens_per_step", r.tokens_per_step},
-      {"steps", r.steps},
-      {"warmup", r.warmup},
-      {"step_avg_s", finite_or_null(r.step_avg_s)},
-      {"step_min_s", finite_or_null(r.step_min_s)},
-      {"gpu_peak_gb", finite_or_null(r.gpu_peak_gb)},
-      {"device_info", r.device_info},
-      {"loop", r.loop},
-      {"samples", samples},
-      {"param_checksum", r.param_checksum},
-      {"registration", r.registration},
-      {"registration_verified", r.registration_verified},
-      {"locked_bytes", r.locked_bytes},
-      {"registered_bytes", r.registered_bytes},
-      {"register_s", finite_or_null(r.register_s)},
-      {"setup_s", finite_or_null(r.setup_s)},
-      {"adam_threads", r.adam_threads},
-      {"pid", r.pid},
-      {"schedule", r.schedule},
-      {"bound", r.bound},
-      {"placement", r.placement},
-      {"host_mapped_bytes", r.host_mapped_bytes},
-      {"wall_s", finite_or_null(r.wall_s)},
+template <class Json>
+Json arm_object(const ArmResult& r, ArmDocument doc) {
+  const bool pipe = doc == ArmDocument::pipe;
+  auto measured = [&](double v) {
+    return pipe || r.ok ? finite_or_null(v) : nlohmann::json(nullptr);
   };
+  Json j = Json::object();
+  // the Python script's keys
+  if (!pipe) j["register"] = r.arm == Arm::registered;
+  j["device"] = r.device;
+  j["model"] = r.model;
+  if (pipe) j["params"] = r.params;
+  j["params_b"] = r.params_b;
+  j["batch"] = r.batch;
+  j["seq"] = r.seq;
+  j["tokens_per_step"] = r.tokens_per_step;
+  j["steps"] = r.steps;
+  j["step_avg_s"] = measured(r.step_avg_s);
+  j["step_min_s"] = measured(r.step_min_s);
+  j["gpu_peak_gb"] = measured(r.gpu_peak_gb);
+  // additions
+  j["arm"] = to_string(r.arm);
+  j["ok"] = r.ok;
+  if (pipe) j["error"] = r.error;
+  j["pid"] = r.pid;
+  j["loop"] = r.loop;
+  if (pipe) {
+    j["device_info"] = nlohmann::json(r.device_info);
+    nlohmann::json samples = nlohmann::json::array();
+    for (const auto& s : r.samples) samples.push_back(sample_json(s));
+    j["samples"] = std::move(samples);
+  } else {
+    nlohmann::json times = nlohmann::json::array();
+    for (double t : r.timed_step_s()) times.push_back(finite_or_null(t));
+    j["step_times_s"] = std::move(times);
+    nlohmann::json losses = nlohmann::json::array();
+    for (const auto& s : r.samples) losses.push_back(finite_or_null(s.loss));
+    j["losses"] = std::move(losses);
+  }
+  j["warmup"] = r.warmup;
+  j["param_checksum"] = r.param_checksum;
+  j["registration"] = r.registration;
+  j["registration_verified"] = r.registration_verified;
+  j["locked_bytes"] = r.locked_bytes;
+  j["registered_bytes"] = r.registered_bytes;
+  j["register_s"] = finite_or_null(r.register_s);
+  j["setup_s"] = finite_or_null(r.setup_s);
+  j["adam_threads"] = r.adam_threads;
+  j["schedule"] = r.schedule;
+  j["placement"] = nlohmann::json(r.placement);
+  j["bound"] = pipe || r.ok ? nlohmann::json(r.bound) : nlohmann::json(nullptr);
+  j["wall_s"] = measured(r.wall_s);
+  j["host_mapped_bytes"] = r.host_mapped_bytes;
+  if (!pipe) {
+    j["device_name"] = r.device_info.name;
+    j["phases"] = phases_json(r);
+  }
   if (r.gpus != 1 || !r.ranks.empty()) {
     j["gpus"] = r.gpus;
     j["ranks"] = rank_results_json(r.ranks);
   }
+  return j;
 }
+template nlohmann::json arm_object<nlohmann::json>(const ArmResult&, ArmDocument);
+template nlohmann::ordered_json arm_object<nlohmann::ordered_json>(const ArmResult&, ArmDocument);
+
+void to_json(nlohmann::json& j, const ArmResult& r) { j = arm_object<nlohmann::json>(r, ArmDocument::pipe); }
 
 void from_json(const nlohmann::json& j, ArmResult& r) {
   r.arm = parse_arm(j.at("arm").get<std::string>());

@@ -18,6 +18,7 @@
 #include <memory>
 #include <utility>
 
+#include "step/arm_result_fill.hpp"
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
 #include "step/rank_placement.hpp"
@@ -323,68 +324,31 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
   }
   const HostMemoryCounters after = host_memory_counters();
 
-  ArmResult r;
-  r.arm = arm;
-  r.device = device.info().backend;
-  r.device_info = device.info();
-  r.model = fmt::format("synthetic-h{}-l{}", config.model.hidden, config.model.layers);
-  r.params = parameter_count(config.model);
-  r.params_b = static_cast<double>(static_cast<std::int64_t>(
-                   static_cast<double>(r.params) / 1e6 + 0.5)) / 1e3;
-  r.batch = config.batch;
-  r.seq = config.seq;
-  r.tokens_per_step = config.tokens();
-  r.steps = config.steps;
-  r.warmup = config.warmup;
-  r.loop = to_string(config.loop);
-  r.adam_threads = runner.threads();
+  ArmResult r = step_detail::arm_result_after_setup(
+      config, arm, device,
+      {.started = t_setup, .before = before, .after = after,
+       .params = parameter_count(config.model), .adam_threads = runner.threads(),
+       .register_s = runner.register_seconds(), .master = &runner.master_buffer()});
   r.placement = runner.placement();
   r.gpus = comm.size();
-  r.locked_bytes = after.locked_bytes - before.locked_bytes;
-  r.registered_bytes = after.registered_bytes - before.registered_bytes;
-  r.register_s = runner.register_seconds();
-  if (pinned_mode_for(arm) == HostMemoryMode::registered) {
-    const std::string& method = runner.master_buffer().registration_method();
-    r.registration = method.empty() ? "not-applicable" : method;
-    r.registration_verified = device.registration_applicable() &&
-                              device.is_registered(runner.master_buffer().data());
-  } else {
-    r.registration = "none";
-  }
-  r.setup_s = since(t_setup);
 
-  const int total_steps = config.warmup + config.steps;
-  double sum = 0, best = 0;
-  for (int i = 0; i < total_steps; ++i) {
-    StepSample s;
-    try {
-      s = runner.run_step(i + 1);
-    } catch (const CollectiveError&) {
-      throw;
-    } catch (const std::exception& e) {
-      abort_both(comm, data, fmt::format("rank {} failed in step {}: {}", comm.rank(), i + 1, e.what()));
-      throw;
-    }
-    const bool timed = i >= config.warmup;
-    std::fprintf(stderr, "[%s rank %d/%d] step %d/%d (%s): %.4f s  loss %.3e\n", to_string(arm),
-                 comm.rank(), comm.size(), i + 1, total_steps, timed ? "timed" : "warmup",
-                 s.wall_s, static_cast<double>(s.loss));
-    if (timed) {
-      sum += s.wall_s;
-      best = (i == config.warmup) ? s.wall_s : std::min(best, s.wall_s);
-    }
-    r.samples.push_back(std::move(s));
-  }
-  if (config.steps > 0) {
-    r.step_avg_s = sum / config.steps;
-    r.step_min_s = best;
-  }
-  r.gpu_peak_gb = static_cast<double>(device.memory_peak()) / 1e9;
-  r.param_checksum = checksum_hex(runner.master(), runner.shard_total());
+  step_detail::run_timed_steps(
+      r, config, fmt::format("{} rank {}/{}", to_string(arm), comm.rank(), comm.size()),
+      [&](int t) {
+        try {
+          return runner.run_step(t);
+        } catch (const CollectiveError&) {
+          throw;
+        } catch (const std::exception& e) {
+          abort_both(comm, data,
+                     fmt::format("rank {} failed in step {}: {}", comm.rank(), t, e.what()));
+          throw;
+        }
+      });
+  step_detail::finish_arm_result(r, device, runner.master(), runner.shard_total());
   if (final_shard != nullptr) {
     final_shard->assign(runner.master(), runner.master() + runner.shard_total());
   }
-  r.ok = true;
   return r;
 }
 

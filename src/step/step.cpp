@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "step/arm_result_fill.hpp"
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
 #include "step/overlap.hpp"
@@ -464,64 +465,24 @@ ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
   runner.setup();
   const HostMemoryCounters after = host_memory_counters();
 
-  ArmResult r;
-  r.arm = arm;
-  r.device = device.info().backend;
-  r.device_info = device.info();
-  r.model = "synthetic-h" + std::to_string(config.model.hidden) + "-l" +
-            std::to_string(config.model.layers);
-  r.params = runner.total();
-  r.params_b = static_cast<double>(static_cast<std::int64_t>(
-                   static_cast<double>(r.params) / 1e6 + 0.5)) / 1e3;
-  r.batch = config.batch;
-  r.seq = config.seq;
-  r.tokens_per_step = config.tokens();
-  r.steps = config.steps;
-  r.warmup = config.warmup;
-  r.loop = to_string(config.loop);
-  r.adam_threads = runner.threads();
+  ArmResult r = arm_result_after_setup(
+      config, arm, device,
+      {.started = t_setup, .before = before, .after = after, .params = runner.total(),
+       .adam_threads = runner.threads(), .register_s = runner.register_seconds(),
+       .master = &runner.master_buffer()});
   r.schedule = to_string(config.schedule);
   r.placement = runner.placement();
   r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
-  // The arm's own buffers are all allocated by now, so the growth of the current counters is
-  // this arm's peak even when an earlier arm in the same process raised the global peaks.
-  r.locked_bytes = after.locked_bytes - before.locked_bytes;
-  r.registered_bytes = after.registered_bytes - before.registered_bytes;
-  r.register_s = runner.register_seconds();
-  if (pinned_mode_for(arm) == HostMemoryMode::registered) {
-    const std::string& method = runner.master_buffer().registration_method();
-    r.registration = method.empty() ? "not-applicable" : method;
-    r.registration_verified = device.registration_applicable() &&
-                              device.is_registered(runner.master_buffer().data());
-  } else {
-    r.registration = "none";
-  }
-  r.setup_s = since(t_setup);
 
-  const int total_steps = config.warmup + config.steps;
-  double sum = 0, best = 0;
   std::vector<double> link_s;
-  for (int i = 0; i < total_steps; ++i) {
-    StepSample s = runner.run_step(i + 1);
-    if (i >= config.warmup) link_s.push_back(runner.link_seconds());
-    const bool timed = i >= config.warmup;
-    std::fprintf(stderr, "[%s] step %d/%d (%s): %.4f s  loss %.3e\n", to_string(arm), i + 1,
-                 total_steps, timed ? "timed" : "warmup", s.wall_s, static_cast<double>(s.loss));
-    if (timed) {
-      sum += s.wall_s;
-      best = (i == config.warmup) ? s.wall_s : std::min(best, s.wall_s);
-    }
-    r.samples.push_back(std::move(s));
-  }
-  if (config.steps > 0) {
-    r.step_avg_s = sum / config.steps;
-    r.step_min_s = best;
-  }
+  run_timed_steps(r, config, to_string(arm), [&](int t) {
+    StepSample s = runner.run_step(t);
+    if (t > config.warmup) link_s.push_back(runner.link_seconds());
+    return s;
+  });
   r.bound = step_detail::step_bound(r, link_s);
-  r.gpu_peak_gb = static_cast<double>(device.memory_peak()) / 1e9;
-  r.param_checksum = checksum_hex(runner.master(), runner.total());
+  finish_arm_result(r, device, runner.master(), runner.total());
   if (final_master != nullptr) final_master->assign(runner.master(), runner.master() + runner.total());
-  r.ok = true;
   return r;
 }
 

@@ -302,6 +302,25 @@ TEST(HostileNames, HostnameWithQuotesNewlinesAndInvalidUtf8StaysValidJson) {
 }
 
 #ifdef ZOB_FAKE_ZE_DRIVER
+// --gpus N on an accelerator is checked by the probe, before any arm: more ranks than devices,
+// then (devices shared, test-only) a backend without device collectives. Both exit 2.
+TEST(BadInput, GpusAboveTheDeviceCountAndGpusWithoutDeviceCollectivesAreRefused) {
+  const Env ze{{"ZE_ENABLE_ALT_DRIVERS", ZOB_FAKE_ZE_DRIVER}};
+  const Result count = run_bench(small({"--gpus", "3"}, "xpu"), ze);
+  expect_no_leftovers();
+  EXPECT_EQ(count.rc, 2) << count.err;
+  EXPECT_TRUE(count.out.empty()) << count.out;
+  expect_one_error_line(count, "--gpus 3 asks for 3 xpu devices from index 0, but 1 is there");
+
+  Env shared = ze;
+  shared.push_back({"ZOB_TEST_SHARE_DEVICE", "1"});
+  const Result coll = run_bench(small({"--gpus", "2"}, "xpu"), shared);
+  expect_no_leftovers();
+  EXPECT_EQ(coll.rc, 2) << coll.err;
+  EXPECT_TRUE(coll.out.empty()) << coll.out;
+  expect_one_error_line(coll, "--gpus 2 on xpu: --gpus > 1 on the xpu device needs collectives");
+}
+
 TEST(HostileNames, DeviceNameWithQuotesNewlinesAndInvalidUtf8StaysValidJson) {
   const std::string hostile = std::string("GPU \"x\"\n\\") + "\xff" + "\xe2\x82" + " end";
   const Result r = run_bench(small({}, "xpu"), {{"ZE_ENABLE_ALT_DRIVERS", ZOB_FAKE_ZE_DRIVER},

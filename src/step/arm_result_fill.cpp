@@ -1,0 +1,75 @@
+#include "step/arm_result_fill.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fmt/format.h>
+#include <utility>
+
+#include "zob/model.hpp"
+
+namespace zob::step_detail {
+
+ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device& device,
+                                 const ArmSetup& setup) {
+  ArmResult r;
+  r.arm = arm;
+  r.device = device.info().backend;
+  r.device_info = device.info();
+  r.model = fmt::format("synthetic-h{}-l{}", config.model.hidden, config.model.layers);
+  r.params = setup.params;
+  r.params_b = static_cast<double>(static_cast<std::int64_t>(
+                   static_cast<double>(r.params) / 1e6 + 0.5)) / 1e3;
+  r.batch = config.batch;
+  r.seq = config.seq;
+  r.tokens_per_step = config.tokens();
+  r.steps = config.steps;
+  r.warmup = config.warmup;
+  r.loop = to_string(config.loop);
+  r.adam_threads = setup.adam_threads;
+  // The arm's own buffers are all allocated by now, so the growth of the current counters is
+  // this arm's peak even when an earlier arm in the same process raised the global peaks.
+  r.locked_bytes = setup.after.locked_bytes - setup.before.locked_bytes;
+  r.registered_bytes = setup.after.registered_bytes - setup.before.registered_bytes;
+  r.register_s = setup.register_s;
+  if (pinned_mode_for(arm) == HostMemoryMode::registered) {
+    const std::string& method = setup.master->registration_method();
+    r.registration = method.empty() ? "not-applicable" : method;
+    r.registration_verified = device.registration_applicable() &&
+                              device.is_registered(setup.master->data());
+  } else {
+    r.registration = "none";
+  }
+  r.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup.started)
+                  .count();
+  return r;
+}
+
+void run_timed_steps(ArmResult& r, const RunConfig& config, const std::string& label,
+                     const std::function<StepSample(int)>& run_step) {
+  const int total_steps = config.warmup + config.steps;
+  double sum = 0, best = 0;
+  for (int i = 0; i < total_steps; ++i) {
+    StepSample s = run_step(i + 1);
+    const bool timed = i >= config.warmup;
+    std::fprintf(stderr, "[%s] step %d/%d (%s): %.4f s  loss %.3e\n", label.c_str(), i + 1,
+                 total_steps, timed ? "timed" : "warmup", s.wall_s, static_cast<double>(s.loss));
+    if (timed) {
+      sum += s.wall_s;
+      best = (i == config.warmup) ? s.wall_s : std::min(best, s.wall_s);
+    }
+    r.samples.push_back(std::move(s));
+  }
+  if (config.steps > 0) {
+    r.step_avg_s = sum / config.steps;
+    r.step_min_s = best;
+  }
+}
+
+void finish_arm_result(ArmResult& r, const Device& device, const float* master,
+                       std::int64_t count) {
+  r.gpu_peak_gb = static_cast<double>(device.memory_peak()) / 1e9;
+  r.param_checksum = checksum_hex(master, count);
+  r.ok = true;
+}
+
+}  // namespace zob::step_detail

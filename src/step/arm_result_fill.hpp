@@ -1,0 +1,42 @@
+// Internal to src/step: the ArmResult fields that run_arm and run_partitioned_arm fill the
+// same way (workload, host memory pinned by setup, registration, the timed-step loop, the
+// final checksum), so the one-rank and the multi-rank arm report them alike.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "zob/config.hpp"
+#include "zob/device.hpp"
+#include "zob/host_memory.hpp"
+#include "zob/result.hpp"
+
+namespace zob::step_detail {
+
+// What an arm's runner knows once its setup() has returned.
+struct ArmSetup {
+  std::chrono::steady_clock::time_point started;  // before the runner was built
+  HostMemoryCounters before, after;               // around the runner's construction + setup
+  std::int64_t params = 0;
+  int adam_threads = 0;
+  double register_s = 0;
+  const HostBuffer* master = nullptr;  // its registration stands for the arm's
+};
+
+// An ArmResult with the workload, the host-memory growth of setup, the registration and
+// setup_s (up to this call) filled in.
+ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device& device,
+                                 const ArmSetup& setup);
+
+// Runs warmup + steps steps through run_step (its argument: the Adam step number, from 1),
+// printing "[<label>] step i/n (...)" on stderr after each; appends every sample to r and
+// sets step_avg_s and step_min_s from the timed ones.
+void run_timed_steps(ArmResult& r, const RunConfig& config, const std::string& label,
+                     const std::function<StepSample(int)>& run_step);
+
+// gpu_peak_gb, param_checksum of the final fp32 master (count elements) and ok.
+void finish_arm_result(ArmResult& r, const Device& device, const float* master,
+                       std::int64_t count);
+
+}  // namespace zob::step_detail
