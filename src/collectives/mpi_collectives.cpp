@@ -180,12 +180,20 @@ void MpiCollectives::barrier() {
 }
 
 void MpiCollectives::abort(const std::string& reason) noexcept {
-  std::string line = fmt::format("zero3-offload-bench: error: rank {} of {}: {}; ending every "
-                                 "rank (MPI_Abort)\n", rank_, size_, reason);
-  for (std::size_t i = 0; i + 1 < line.size(); ++i) {
-    if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
+  try {
+    const std::string me = fmt::format("rank {} of {}: ", rank_, size_);
+    // The reason may be one of our own CollectiveErrors, which already name the rank.
+    const std::string why = reason.rfind(me, 0) == 0 ? reason.substr(me.size()) : reason;
+    std::string line = fmt::format("zero3-offload-bench: error: {}{}; ending every rank "
+                                   "(MPI_Abort)", me, why);
+    for (char& c : line) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  } catch (...) {
+    std::fputs("zero3-offload-bench: error: a rank failed; ending every rank (MPI_Abort)\n", stderr);
   }
-  std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
   std::fflush(stdout);
   MPI_Abort(comm_ != MPI_COMM_NULL ? comm_ : MPI_COMM_WORLD, 1);

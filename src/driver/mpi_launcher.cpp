@@ -16,6 +16,7 @@
 #include <ctime>
 #include <fmt/format.h>
 #include <memory>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "collectives/mpi_collectives.hpp"
@@ -104,6 +105,19 @@ int agree(const Status& mine, int rank) {
   MPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (rank == first) stderr_line("error: ", mine.line);
   return worst;
+}
+
+// ZOB_TEST_MPI_RANK_FAULT=<rank>:<throw|hang> (test-only, tests/e2e/mpi_e2e_test.cpp): that
+// rank fails, or stops answering, just before its arm starts.
+void apply_test_fault(int rank) {
+  const char* spec = std::getenv("ZOB_TEST_MPI_RANK_FAULT");
+  int r = -1;
+  char kind[16] = {};
+  if (spec == nullptr || std::sscanf(spec, "%d:%15s", &r, kind) != 2 || r != rank) return;
+  if (std::string(kind) == "throw") throw std::runtime_error("test fault (ZOB_TEST_MPI_RANK_FAULT)");
+  if (std::string(kind) == "hang") {
+    while (true) ::pause();
+  }
 }
 
 struct Place {
@@ -266,6 +280,7 @@ int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entere
     }
     // The device's own collectives (NCCL on CUDA), bootstrapped over the MPI ones; none on the
     // CPU device, whose memory MPI addresses directly.
+    apply_test_fault(p.rank);
     std::unique_ptr<Collectives> data = device->make_rank_collectives(comm, collective_timeout_s(c));
     r = run_partitioned_arm(c, arm, *device, comm, data ? *data : comm);
   } catch (const std::exception& e) {

@@ -190,6 +190,27 @@ TEST_F(MpiE2E, GpusDisagreeingWithTheWorldSizeIsRefused) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
+// Once the arm runs, a failed rank ends the job (MPI_Abort) with its reason: a rank that
+// throws, and a rank that hangs, which its peers name when their collective deadline passes
+// (--timeout 2: 1 s per wait). Neither leaves mpirun waiting.
+TEST_F(MpiE2E, AFailedRankEndsTheJobWithItsReason) {
+  auto args = mpirun_prefix(2);
+  for (const auto& [kind, says] : std::vector<std::pair<std::string, std::string>>{
+           {"throw", "rank 1 of 2: test fault"}, {"hang", "did not complete within 1 s"}}) {
+    std::vector<std::string> run{"-x", "ZOB_TEST_MPI_RANK_FAULT=1:" + kind, ZOB_BINARY};
+    const auto bench = tiny({"--launcher", "mpi", "--arms", "registered", "--timeout", "2"});
+    run.insert(run.end(), bench.begin(), bench.end());
+    auto full = args;
+    full.insert(full.end(), run.begin(), run.end());
+    const Result r = run_program(full, 30);
+    EXPECT_NE(r.rc, 0) << kind << ": " << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << kind << ": " << r.err;
+    EXPECT_NE(r.err.find("ending every rank (MPI_Abort)"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("DRIVERRESULT="), std::string::npos) << r.out;
+    EXPECT_LT(r.wall_s, 20) << kind;
+  }
+}
+
 TEST(MpiLauncherFlag, UnknownLauncherIsRefused) {
   const Result r = run_bench(tiny({"--launcher", "ssh"}));
   EXPECT_EQ(r.rc, 2);
