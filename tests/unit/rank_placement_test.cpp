@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "cli/cli.hpp"
+#include "collectives/shm_collectives.hpp"
+#include "step/rank_placement.hpp"
 #include "zob/cpu_affinity.hpp"
 #include "zob/errors.hpp"
 
@@ -254,6 +256,46 @@ TEST(RankPlacementCli, CpuAffinityNeedsACpuPerRank) {
     EXPECT_EQ(c.cpu_affinity, (std::vector<int>{allowed[0], allowed[1]}));
     EXPECT_EQ(c.threads, 0);
   }
+}
+
+// --launcher mpi: ranks on several machines split only their own machine's CPUs.
+TEST(RankPlacement, OnlyTheRanksOfOneMachineShareItsCpus) {
+  std::mt19937_64 g(std::random_device{}());
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + static_cast<int>(g() % 12);
+    std::vector<RankLocation> where(static_cast<std::size_t>(n));
+    for (auto& w : where) {
+      w.machine = 1000 + g() % 3;  // up to three machines, ranks interleaved
+      w.numa_node = static_cast<int>(g() % 3) - 1;
+    }
+    for (int r = 0; r < n; ++r) {
+      const LocalRanks local = local_ranks(where, r);
+      std::vector<int> expect_nodes;
+      int expect_index = -1;
+      for (int k = 0; k < n; ++k) {
+        if (where[static_cast<std::size_t>(k)].machine != where[static_cast<std::size_t>(r)].machine) continue;
+        if (k == r) expect_index = static_cast<int>(expect_nodes.size());
+        expect_nodes.push_back(where[static_cast<std::size_t>(k)].numa_node);
+      }
+      EXPECT_EQ(local.nodes, expect_nodes) << "rank " << r;
+      EXPECT_EQ(local.index, expect_index) << "rank " << r;
+    }
+  }
+  // Two machines of two ranks each: each rank is the 0th or 1st of its own machine.
+  const std::vector<RankLocation> two{{7, 0}, {9, 0}, {7, 1}, {9, -1}};
+  EXPECT_EQ(local_ranks(two, 2).index, 1);
+  EXPECT_EQ(local_ranks(two, 2).nodes, (std::vector<int>{0, 1}));
+  EXPECT_EQ(local_ranks(two, 1).index, 0);
+  EXPECT_EQ(local_ranks(two, 1).nodes, (std::vector<int>{0, -1}));
+}
+
+TEST(RankPlacement, MachineKeyIsStableAndLocationsGatherInRankOrder) {
+  EXPECT_EQ(machine_key(), machine_key());
+  SingleRankCollectives one;
+  const auto where = exchange_locations(one, 3);
+  ASSERT_EQ(where.size(), 1u);
+  EXPECT_EQ(where[0].machine, machine_key());
+  EXPECT_EQ(where[0].numa_node, 3);
 }
 
 }  // namespace
