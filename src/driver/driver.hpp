@@ -27,6 +27,10 @@ inline constexpr const char* kConfigFlag = "--internal-config";
 inline constexpr const char* kResultFdFlag = "--internal-result-fd";
 inline constexpr int kChildResultFd = 3;
 
+// The run's start for reports ("2026-11-29T14:15:54Z") and this host's name ("" unknown).
+std::string now_utc();
+std::string host_name();
+
 // "SIGSEGV"; and with the description: "SIGSEGV (Segmentation fault)"
 std::string signal_name(int sig);
 std::string describe_signal(int sig);

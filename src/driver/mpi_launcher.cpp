@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/mpi_collectives.hpp"
+#include "driver/driver.hpp"
 #include "driver/ranks.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
@@ -57,21 +58,6 @@ bool launched_as_rank_zero() {
     if (const char* v = std::getenv(var)) return std::string(v) == "0";
   }
   return true;
-}
-
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
 }
 
 struct Status {

@@ -26,18 +26,6 @@
 
 namespace zob {
 
-namespace {
-
-void error_line(const std::string& text) {
-  std::string line = "zero3-offload-bench: error: " + text;
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  line += '\n';
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
-}
-
 std::string now_utc() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -51,6 +39,18 @@ std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "";
   return buf;
+}
+
+namespace {
+
+void error_line(const std::string& text) {
+  std::string line = "zero3-offload-bench: error: " + text;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
 }
 
 std::vector<std::string> child_args(const char* mode_flag, const std::string& mode_value,

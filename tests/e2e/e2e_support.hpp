@@ -46,6 +46,9 @@ struct RunOptions {
   Watch watch;
   double limit_s = 60;
   BeforeExec before_exec;
+  // Another program instead of the benchmark (args are then its arguments: e.g. mpirun with
+  // the benchmark among them), started in a process group of its own, which the limit kills.
+  std::string program;
 };
 
 inline Result run_bench_with(const std::vector<std::string>& args, RunOptions o) {
@@ -56,7 +59,9 @@ inline Result run_bench_with(const std::vector<std::string>& args, RunOptions o)
   int out_pipe[2], err_pipe[2];
   EXPECT_EQ(::pipe2(out_pipe, O_CLOEXEC), 0);
   EXPECT_EQ(::pipe2(err_pipe, O_CLOEXEC), 0);
-  std::vector<std::string> owned{ZOB_BINARY};
+  const std::string program = o.program.empty() ? std::string(ZOB_BINARY) : o.program;
+  const bool own_group = !o.program.empty();
+  std::vector<std::string> owned{program};
   owned.insert(owned.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : owned) argv.push_back(a.data());
@@ -64,13 +69,14 @@ inline Result run_bench_with(const std::vector<std::string>& args, RunOptions o)
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (own_group) ::setpgid(0, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     if (before_exec) {
       if (const int code = before_exec(); code != 0) ::_exit(code);
     }
-    ::execv(ZOB_BINARY, argv.data());
+    ::execv(program.c_str(), argv.data());
     ::_exit(127);
   }
   ::close(out_pipe[1]);
@@ -97,8 +103,8 @@ inline Result run_bench_with(const std::vector<std::string>& args, RunOptions o)
     if (!acted) acted = during(pid, r.err);
     if (o.watch) o.watch(pid);
     if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(limit_s)) {
-      ADD_FAILURE() << "benchmark still running after " << limit_s << " s; killing it";
-      ::kill(pid, SIGKILL);
+      ADD_FAILURE() << program << " still running after " << limit_s << " s; killing it";
+      ::kill(own_group ? -pid : pid, SIGKILL);
       limit_s = 1e9;
     }
   }
@@ -170,6 +176,17 @@ inline std::vector<std::string> small(std::vector<std::string> extra = {},
                                       const std::string& device = "cpu") {
   auto args = kSmall;
   args[1] = device;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// The tiniest workload of the multi-rank tests (one thread per rank: the ranks share 2 CPUs).
+inline const std::vector<std::string> kTiny{"--device", "cpu", "--hidden", "32", "--layers", "2",
+                                            "--batch",  "2",   "--seq",    "8",  "--vocab",  "256",
+                                            "--steps",  "2",   "--warmup", "1",  "--threads", "1"};
+
+inline std::vector<std::string> tiny(std::vector<std::string> extra = {}) {
+  auto args = kTiny;
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }

@@ -22,16 +22,6 @@ namespace {
 
 using namespace zob_e2e;
 
-const std::vector<std::string> kTiny{"--device", "cpu", "--hidden", "32", "--layers", "2",
-                                     "--batch",  "2",   "--seq",    "8",  "--vocab",  "256",
-                                     "--steps",  "2",   "--warmup", "1",  "--threads", "1"};
-
-std::vector<std::string> tiny(std::vector<std::string> extra) {
-  auto args = kTiny;
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
 std::string find_mpirun() {
   const char* path = std::getenv("PATH");
   std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
@@ -52,56 +42,12 @@ std::vector<std::string> mpirun_prefix(int np) {
           "-np", std::to_string(np)};
 }
 
-// Runs argv (argv[0] a path) to completion, at most limit_s.
+// Runs argv (argv[0] a path) to completion, at most limit_s, in a process group of its own.
 Result run_program(const std::vector<std::string>& args, double limit_s = 60) {
-  int out_pipe[2], err_pipe[2];
-  EXPECT_EQ(::pipe2(out_pipe, O_CLOEXEC), 0);
-  EXPECT_EQ(::pipe2(err_pipe, O_CLOEXEC), 0);
-  std::vector<std::string> owned = args;
-  std::vector<char*> argv;
-  for (auto& a : owned) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);  // its own group: a hung mpirun is killed with all it started
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  Result r;
-  r.pid = pid;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  bool killed = false;
-  while (open_fds > 0) {
-    ::poll(fds, 2, 50);
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
-      } else {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-    if (!killed && std::chrono::steady_clock::now() - start > std::chrono::duration<double>(limit_s)) {
-      ADD_FAILURE() << args[0] << " still running after " << limit_s << " s; killing it";
-      ::kill(-pid, SIGKILL);
-      killed = true;
-    }
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  RunOptions o;
+  o.program = args.at(0);
+  o.limit_s = limit_s;
+  return run_bench_with(std::vector<std::string>(args.begin() + 1, args.end()), o);
 }
 
 Result run_mpi_bench(int np, const std::vector<std::string>& bench_args) {

@@ -25,16 +25,6 @@ namespace {
 
 using namespace zob_e2e;
 
-const std::vector<std::string> kTiny{"--device", "cpu",   "--hidden", "32", "--layers", "2",
-                                     "--batch",  "2",     "--seq",    "8",  "--vocab",  "256",
-                                     "--steps",  "2",     "--warmup", "1",  "--threads", "1"};
-
-std::vector<std::string> tiny(std::vector<std::string> extra) {
-  auto args = kTiny;
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
 std::set<std::string> shm_entries() {
   std::set<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
