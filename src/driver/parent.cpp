@@ -79,7 +79,7 @@ ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pi
   r.params_b = std::round(static_cast<double>(r.params) / 1e6) / 1e3;
   r.batch = c.batch;
   r.seq = c.seq;
-  r.tokens_per_step = c.tokens();
+  r.tokens_per_step = c.tokens() * std::max(1, c.gpus);  // data parallel: every rank's batch
   r.steps = c.steps;
   r.warmup = c.warmup;
   r.loop = to_string(c.loop);

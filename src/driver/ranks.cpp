@@ -296,6 +296,8 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
       m.step_min_s = best;
     }
     m.param_checksum = combine_checksums(sums);
+    // Data parallel: the group trains every rank's micro-batch in one step.
+    m.tokens_per_step = results[0].tokens_per_step * static_cast<std::int64_t>(results.size());
     m.ok = true;
   } else {
     // The rank at fault: the one the abort flag names, else the first one that failed.

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <fmt/format.h>
 #include <map>
 
@@ -195,7 +196,7 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
                    {"layers", c.model.layers},
                    {"batch", c.batch},
                    {"seq", c.seq},
-                   {"tokens_per_step", c.tokens()},
+                   {"tokens_per_step", c.tokens() * std::max(1, c.gpus)},
                    {"params", workload_params(c)},
                    {"steps", c.steps},
                    {"warmup", c.warmup},

@@ -301,6 +301,12 @@ void abort_both(Collectives& comm, Collectives& data, const std::string& reason)
   if (&data != &comm) data.abort(reason);
 }
 
+// A collective already failed (the host communicator knows): stop the device communicator's
+// kernels too, which may be waiting on the failed peer (NCCL).
+void abort_device_comm(Collectives& comm, Collectives& data, const std::string& reason) {
+  if (&data != &comm) data.abort(reason);
+}
+
 }  // namespace
 
 ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
@@ -316,7 +322,8 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
   RankRunner runner(config, arm, device, comm, data);
   try {
     runner.setup();
-  } catch (const CollectiveError&) {
+  } catch (const CollectiveError& e) {
+    abort_device_comm(comm, data, e.what());
     throw;
   } catch (const std::exception& e) {
     abort_both(comm, data, fmt::format("rank {} failed in setup: {}", comm.rank(), e.what()));
@@ -337,7 +344,8 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
       [&](int t) {
         try {
           return runner.run_step(t);
-        } catch (const CollectiveError&) {
+        } catch (const CollectiveError& e) {
+          abort_device_comm(comm, data, e.what());
           throw;
         } catch (const std::exception& e) {
           abort_both(comm, data,

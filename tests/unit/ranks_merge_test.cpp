@@ -38,6 +38,9 @@ ArmResult rank_result(int rank, const std::vector<double>& walls, const std::str
     a.samples.push_back(s);
   }
   a.pid = 100 + rank;
+  a.batch = 3;
+  a.seq = 7;
+  a.tokens_per_step = 21;  // one rank's micro-batch
   return a;
 }
 
@@ -75,6 +78,7 @@ TEST(RanksMerge, StepTimeIsTheSlowestRankPerStep) {
   EXPECT_DOUBLE_EQ(m.step_avg_s, sum / 3);
   EXPECT_EQ(m.step_min_s, best);
   EXPECT_EQ(m.gpus, 2);
+  EXPECT_EQ(m.tokens_per_step, 42);  // data parallel: both ranks' micro-batches per step
   ASSERT_EQ(m.ranks.size(), 2u);
   EXPECT_EQ(m.ranks[1].step_s, w1);
   EXPECT_DOUBLE_EQ(m.ranks[1].phases.at("adam").host_s, (w1[1] + w1[2] + w1[3]) / 6);

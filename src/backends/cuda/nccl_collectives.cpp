@@ -58,7 +58,14 @@ NcclCollectives::NcclCollectives(CudaDevice& device, Collectives& host, double t
 }
 
 NcclCollectives::~NcclCollectives() {
-  // Orderly (flush, quiescent, free) when healthy; any trouble, or an earlier failure: abort.
+  // Orderly (flush, quiescent, free) when healthy; any trouble, an earlier failure, or a
+  // failure the host communicator saw (a peer that died or hangs would never finalize with
+  // us, and a finalize would wait for it): abort.
+  try {
+    host_.check_peers();
+  } catch (...) {
+    broken_ = true;
+  }
   if (comm_ != nullptr && !broken_ && finalize_within(std::min(timeout_s_, 10.0)) &&
       api_.comm_destroy(comm_) == ncclSuccess) {
     comm_ = nullptr;
