@@ -20,6 +20,7 @@
 
 #include "cli/cli.hpp"
 #include "driver/driver.hpp"
+#include "driver/process.hpp"
 #include "driver/ranks.hpp"
 #include "report/json_util.hpp"
 #include "report/report.hpp"
@@ -31,18 +32,6 @@ namespace zob {
 
 namespace {
 
-void write_all(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // the parent is gone or closed the pipe: it will report "no result"
-    }
-    done += static_cast<std::size_t>(n);
-  }
-}
-
 std::string describe(const DeviceError& e) {
   switch (e.kind()) {
     case DeviceErrorKind::unavailable: return std::string("backend unavailable: ") + e.what();
@@ -53,13 +42,6 @@ std::string describe(const DeviceError& e) {
     case DeviceErrorKind::runtime: return std::string("device runtime error: ") + e.what();
   }
   return e.what();
-}
-
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
 }
 
 // ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|ignore_sigint|exit|garbage|noresult>: the named arm's

@@ -15,13 +15,6 @@ namespace {
 
 constexpr double kProbeTimeoutS = 120;  // a first CUDA / Level Zero init can take a while
 
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
-
 std::string gb(std::uint64_t bytes) {
   return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9);
 }

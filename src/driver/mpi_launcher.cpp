@@ -21,6 +21,7 @@
 
 #include "collectives/mpi_collectives.hpp"
 #include "driver/driver.hpp"
+#include "driver/process.hpp"
 #include "driver/ranks.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
@@ -37,13 +38,6 @@
 namespace zob {
 
 namespace {
-
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
 
 void stderr_line(const std::string& prefix, const std::string& text) {
   const std::string line = "zero3-offload-bench: " + prefix + one_line(text) + "\n";

@@ -31,4 +31,10 @@ struct ChildOutcome {
 // std::system_error when the process cannot be started.
 ChildOutcome run_child(const std::vector<std::string>& args, double timeout_s);
 
+// Writes all of text to fd (a result pipe), retrying on EINTR; stops quietly when the reader
+// is gone (the reader then reports "no result").
+void write_all(int fd, const std::string& text);
+// text with newlines and carriage returns turned into spaces: errors travel as one line.
+std::string one_line(std::string text);
+
 }  // namespace zob

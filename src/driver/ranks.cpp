@@ -19,6 +19,7 @@
 #include "cli/cli.hpp"
 #include "collectives/shm_collectives.hpp"
 #include "driver/driver.hpp"
+#include "driver/process.hpp"
 #include "report/json_util.hpp"
 #include "step/partitioned_step.hpp"
 #include "zob/device.hpp"
@@ -36,25 +37,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kPeerGraceS = 2.0;
 // Data slot per rank in the shared segment: collectives move larger buffers in pieces.
 constexpr std::size_t kSlotBytes = std::size_t{4} << 20;
-
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
-
-void write_all(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-}
 
 // ZOB_TEST_RANK_FAULT=<arm>:<rank>:<segv|exit|hang>[:<n>]: that rank fails in that way at its
 // n-th collective call (default 5: inside the first step's forward). Test-only (tests/e2e).

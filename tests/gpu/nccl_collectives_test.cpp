@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_kernels.hpp"
 #include "collectives/reduce.hpp"
+#include "../unit/small_model_config.hpp"
 #include "gpu_test_util.hpp"
 #include "step/partitioned_step.hpp"
 #include "step/step_internal.hpp"
@@ -134,14 +135,7 @@ TEST(NcclCollectives, OneRankMovesDeviceMemoryExactly) {
 
 TEST(NcclCollectives, PartitionedStepOverNcclIsBitwiseRunArm) {
   ZOB_REQUIRE_NCCL();
-  RunConfig c;
-  c.model = {61, 8, 3};
-  c.batch = 3;
-  c.seq = 4;
-  c.steps = 2;
-  c.warmup = 1;
-  c.threads = 2;
-  c.seed = test_seed();
+  RunConfig c = test::small_model_config(2, 1, 2, test_seed());  // P = 2632
   c.sub_group_size = 1000;
   c.chunk_elems = 300;
   std::vector<float> ref_master, master;
