@@ -67,7 +67,8 @@ class ArmRunner {
   }
   const HostBuffer& master_buffer() const { return master_; }
   const ThreadPlacement& placement() const { return placement_; }
-  double link_seconds() const { return link_s_; }  // last step's pure copy device time
+  StepLinkTimes link_times() const { return link_; }  // the last step's, for the bound
+  double probe_gb_per_s() const { return probe_gb_s_; }
 
  private:
   bool offload() const { return cfg_.loop == Loop::offload_param; }
@@ -86,7 +87,8 @@ class ArmRunner {
   std::unique_ptr<ThreadPool> pool_;
   ThreadPlacement placement_;
   std::unique_ptr<step_detail::OverlapSchedule> overlap_;  // --schedule overlap
-  double link_s_ = 0;
+  StepLinkTimes link_;
+  double probe_gb_s_ = 0;
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
 
@@ -126,8 +128,10 @@ void ArmRunner::setup() {
   exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) pbf16_ = HostBuffer(static_cast<std::size_t>(P) * 2, pinned, &dev_,
                                      "bf16 parameters", pool_.get());
-  initial_parameters(layout_, c.seed, master_.as<float>());
   // grads, exp_avg and exp_avg_sq are zero: first-touched (zeroed) by the pool above.
+  probe_gb_s_ = step_detail::probe_arm_memory(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
+                                              exp_avg_sq_.as<float>(), P, *pool_);
+  initial_parameters(layout_, c.seed, master_.as<float>());
 
   // ---- device state ----
   const step_detail::DeviceSizes ds = step_detail::device_sizes(c, layout_);
@@ -354,7 +358,7 @@ StepSample ArmRunner::run_step(int t) {
                      *task_end_[static_cast<std::size_t>(M)]);
   bwd.host_s = backward_host;
   bwd.params = P;
-  link_s_ = 0;
+  link_ = {};
   auto& go = s.phases["grad_offload"];
   go.device_s = 0;
   go.host_s = grad_wait;
@@ -365,7 +369,9 @@ StepSample ArmRunner::run_step(int t) {
     const std::string& name = layout_.modules[ju].name;
     const double d = dur(*d2h_start_[ju], *d2h_end_[ju]);
     go.device_s += d;
-    link_s_ += dur(*d2h_copy_start_[ju], *d2h_end_[ju]);
+    link_.d2h_s += dur(*d2h_copy_start_[ju], *d2h_end_[ju]);
+    link_.compute_s += dur(*task_start_[ju], *task_end_[ju]) +
+                       dur(*task_start_[ju + static_cast<std::size_t>(M)], *task_end_[ju + static_cast<std::size_t>(M)]);
     s.spans.push_back({"d2h", "grad:" + name, rel(*d2h_start_[ju]), d});
     s.spans.push_back({"compute", name + ".fwd", rel(*task_start_[ju]),
                        dur(*task_start_[ju], *task_end_[ju])});
@@ -390,7 +396,7 @@ StepSample ArmRunner::run_step(int t) {
       span.start_s = rel(*fetch_start_[f]);
       span.duration_s = d;
       pf.device_s += d;
-      link_s_ += d;
+      link_.h2d_s += d;
       ++f;
     }
     auto& hc = s.phases["host_cast"];
@@ -406,7 +412,7 @@ StepSample ArmRunner::run_step(int t) {
     for (std::int64_t p = 0; p < pieces_; ++p) {
       const auto pu = static_cast<std::size_t>(p);
       cb.device_s += dur(*cb_copy_start_[pu], *cb_cast_end_[pu]);
-      link_s_ += dur(*cb_copy_start_[pu], *cb_copy_end_[pu]);
+      link_.h2d_s += dur(*cb_copy_start_[pu], *cb_copy_end_[pu]);
       const std::string tag = "[" + std::to_string(p) + "]";
       s.spans.push_back({"h2d", "copy_back" + tag, rel(*cb_copy_start_[pu]),
                          dur(*cb_copy_start_[pu], *cb_copy_end_[pu])});
@@ -462,6 +468,12 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, 
     groups.push_back(sg);
   }
   return groups;
+}
+
+double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
+                        std::int64_t params, ThreadPool& pool) {
+  const std::int64_t n = std::min<std::int64_t>(params, std::int64_t{1} << 26);
+  return memory_probe_gb_per_s(master, grads, exp_avg, exp_avg_sq, n, pool);
 }
 
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
