@@ -348,9 +348,17 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   app.add_option("--device", device, "auto|cpu|cuda|xpu")->capture_default_str()->type_name("NAME");
   app.add_option("--device-index", device_index, "which device of the backend")
       ->capture_default_str()->type_name("N");
-  app.add_option("--arms", arms, "comma-separated: registered,unregistered,pageable,hostalloc")
+  auto* arms_opt = app.add_option("--arms", arms, "comma-separated: registered,unregistered,pageable,hostalloc")
       ->capture_default_str()->type_name("LIST");
   app.add_flag("--offload-param", offload_param, "ZeRO-3 offload_param loop (params on host)");
+  std::string compat = "v1";
+  bool ablate_register = false;
+  app.add_option("--compat", compat,
+                 "v1|v2: output of the upstream script's version: v1 registered / unregistered; "
+                 "v2 unpinned / pinned, 'pinning speedup', the offload_param loop")
+      ->capture_default_str()->type_name("VERSION");
+  app.add_flag("--ablate-register", ablate_register,
+               "with --compat v2: also the pinned-unregistered arm (as the v2 script's flag)");
   app.add_option("--chunk-elems", chunk, "elements per copy-back piece (a comma list sweeps)")
       ->capture_default_str()->type_name("N[,N...]");
   app.add_option("--sub-group-size", sub_group, "elements per Adam sub-group (a comma list sweeps)")
@@ -487,6 +495,22 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   }
   c.arms = parse_arm_list(arms);
   c.loop = offload_param ? Loop::offload_param : Loop::copy_back;
+  c.compat = parse_compat(compat);
+  c.ablate_register = ablate_register;
+  if (c.compat == Compat::v2) {
+    if (arms_opt->count() > 0) {
+      throw UsageError("--arms with --compat v2: its arms are fixed (unpinned, pinned and, with "
+                       "--ablate-register, pinned-unregistered); drop --arms or use --compat v1");
+    }
+    // The v2 script's arms (pin_memory false / native + registered / native, not registered)
+    // and its loop (offload_param + offload_optimizer).
+    c.arms = {Arm::pageable, Arm::registered};
+    if (ablate_register) c.arms = {Arm::pageable, Arm::unregistered, Arm::registered};
+    c.loop = Loop::offload_param;
+  } else if (ablate_register) {
+    throw UsageError("--ablate-register belongs to --compat v2 (the v1 arms already compare "
+                     "registered with unregistered); add --compat v2 or drop it");
+  }
   c.threads = static_cast<int>(parse_integer_flag("--threads", threads, 1, kMaxThreads));
   const auto chunks = parse_integer_list("--chunk-elems", chunk, 1, kMaxElems);
   const auto groups = parse_integer_list("--sub-group-size", sub_group, 1, kMaxElems);
