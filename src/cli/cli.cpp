@@ -357,6 +357,10 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
                  "v1|v2: output of the upstream script's version: v1 registered / unregistered; "
                  "v2 unpinned / pinned, 'pinning speedup', the offload_param loop")
       ->capture_default_str()->type_name("VERSION");
+  bool dry_run = false;
+  app.add_flag("--dry-run", dry_run,
+               "validate, print the plan (parameters, modules, host and device bytes per arm) and "
+               "the pre-flight verdict; allocate nothing (exit 0 fits, 2 refused)");
   app.add_flag("--ablate-register", ablate_register,
                "with --compat v2: also the pinned-unregistered arm (as the v2 script's flag)");
   app.add_option("--chunk-elems", chunk, "elements per copy-back piece (a comma list sweeps)")
@@ -496,6 +500,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   c.arms = parse_arm_list(arms);
   c.loop = offload_param ? Loop::offload_param : Loop::copy_back;
   c.compat = parse_compat(compat);
+  c.dry_run = dry_run;
   c.ablate_register = ablate_register;
   if (c.compat == Compat::v2) {
     if (arms_opt->count() > 0) {
