@@ -1,12 +1,14 @@
 // Kernels by name: checks the launch as a real device would need it (argument sizes, the
 // required work-group size, a grid that covers the problem, every pointer inside device
-// memory), then runs the zob::cpu reference kernel synchronously.
+// memory) and lists the bytes it reads and writes, for the happens-before check. Each entry
+// also binds the zob::cpu reference, which runs instead of PoCL only with FAKE_ZE_KERNELS=cpu.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <map>
+#include <type_traits>
 
 #include "backends/cpu/cpu_kernels.hpp"
 #include "fake_state.hpp"
@@ -22,7 +24,7 @@ struct Bad {  // a launch the fake refuses; the message goes to stderr
 
 class Args {
  public:
-  explicit Args(const KernelLaunch& l) : l_(l) {}
+  Args(const KernelLaunch& l, KernelPlan& plan) : l_(l), plan_(plan) {}
   template <typename T>
   T get(std::size_t i) const {
     if (i >= l_.args.size() || l_.args[i].size() != sizeof(T))
@@ -31,7 +33,8 @@ class Args {
     std::memcpy(&v, l_.args[i].data(), sizeof v);
     return v;
   }
-  // A pointer argument that must cover `bytes` of device memory.
+  // A pointer argument that must cover `count` elements of device memory; recorded as read
+  // (const T) or written.
   template <typename T>
   T* ptr(std::size_t i, std::int64_t count) const {
     auto* p = get<T*>(i);
@@ -39,8 +42,16 @@ class Args {
     if (!is_device_range(p, bytes))
       throw Bad{"argument " + std::to_string(i) + " is not " + std::to_string(bytes) +
                 " bytes of device memory (host or imported memory given to a kernel?)"};
+    const auto b = reinterpret_cast<std::uintptr_t>(p);
+    plan_.accesses.push_back(Access{b, b + bytes, !std::is_const_v<T>});
+    plan_.pointer_args.push_back(static_cast<std::uint32_t>(i));
     return p;
   }
+  // The elements a row-major matrix view of `rows` x `cols` with leading dimension ld spans.
+  static std::int64_t span(std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+    return rows <= 0 || cols <= 0 ? 0 : (rows - 1) * ld + cols;
+  }
+  void run(std::function<void()> f) const { plan_.cpu = std::move(f); }
   void need_args(std::size_t n) const {
     if (l_.args.size() != n) throw Bad{"expects " + std::to_string(n) + " arguments"};
   }
@@ -63,6 +74,7 @@ class Args {
 
  private:
   const KernelLaunch& l_;
+  KernelPlan& plan_;
 };
 
 std::int64_t max_plus_one(const std::int32_t* v, std::int64_t n) {
@@ -86,10 +98,10 @@ const std::map<std::string, Runner>& runners() {
                     ldc = a.get<std::int64_t>(10);
          a.need_cover(0, n);
          a.need_cover(1, m);
-         const bf16* pa = a.ptr<const bf16>(5, (ta ? k : m) * lda);
-         const bf16* pb = a.ptr<const bf16>(7, (tb ? n : k) * ldb);
-         bf16* pc = a.ptr<bf16>(9, m * ldc);
-         zob::cpu::gemm(ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, nullptr);
+         const bf16* pa = a.ptr<const bf16>(5, ta ? Args::span(k, m, lda) : Args::span(m, k, lda));
+         const bf16* pb = a.ptr<const bf16>(7, tb ? Args::span(n, k, ldb) : Args::span(k, n, ldb));
+         bf16* pc = a.ptr<bf16>(9, Args::span(m, n, ldc));
+         a.run([=] { zob::cpu::gemm(ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, nullptr); });
        }},
       {"embedding_forward",
        [](const Args& a) {
@@ -100,8 +112,8 @@ const std::map<std::string, Runner>& runners() {
          a.need_cover(1, tokens);
          const auto* ids = a.ptr<const std::int32_t>(0, tokens);
          const auto* tab = a.ptr<const bf16>(1, max_plus_one(ids, tokens) * hidden);
-         zob::cpu::embedding_forward(ids, tab, a.ptr<bf16>(2, tokens * hidden), tokens,
-                                     hidden, nullptr);
+         auto* out = a.ptr<bf16>(2, tokens * hidden);
+         a.run([=] { zob::cpu::embedding_forward(ids, tab, out, tokens, hidden, nullptr); });
        }},
       {"embedding_backward",
        [](const Args& a) {
@@ -115,67 +127,80 @@ const std::map<std::string, Runner>& runners() {
          const auto* pos = a.ptr<const std::int32_t>(2, off[n_unique]);
          const auto* dout = a.ptr<const bf16>(4, max_plus_one(pos, off[n_unique]) * hidden);
          auto* dtable = a.ptr<bf16>(5, max_plus_one(uid, n_unique) * hidden);
-         zob::cpu::embedding_backward(uid, off, pos, n_unique, dout, dtable, hidden, nullptr);
+         a.run([=] { zob::cpu::embedding_backward(uid, off, pos, n_unique, dout, dtable, hidden, nullptr); });
        }},
       {"bias_add",
        [](const Args& a) {
          a.need_args(4);
          const auto rows = a.get<std::int64_t>(2), cols = a.get<std::int64_t>(3);
          a.need_1d(rows * cols);
-         zob::cpu::bias_add(a.ptr<bf16>(0, rows * cols), a.ptr<const bf16>(1, cols), rows, cols,
-                            nullptr);
+         auto* y = a.ptr<bf16>(0, rows * cols);
+         const auto* bias = a.ptr<const bf16>(1, cols);
+         a.run([=] { zob::cpu::bias_add(y, bias, rows, cols, nullptr); });
        }},
       {"bias_gelu_forward",
        [](const Args& a) {
          a.need_args(5);
          const auto rows = a.get<std::int64_t>(3), cols = a.get<std::int64_t>(4);
          a.need_1d(rows * cols);
-         zob::cpu::bias_gelu_forward(a.ptr<bf16>(0, rows * cols), a.ptr<const bf16>(1, cols),
-                                     a.ptr<bf16>(2, rows * cols), rows, cols, nullptr);
+         auto* pre = a.ptr<bf16>(0, rows * cols);
+         const auto* bias = a.ptr<const bf16>(1, cols);
+         auto* act = a.ptr<bf16>(2, rows * cols);
+         a.run([=] { zob::cpu::bias_gelu_forward(pre, bias, act, rows, cols, nullptr); });
        }},
       {"gelu_backward",
        [](const Args& a) {
          a.need_args(4);
          const auto n = a.get<std::int64_t>(3);
          a.need_1d(n);
-         zob::cpu::gelu_backward(a.ptr<const bf16>(0, n), a.ptr<const bf16>(1, n),
-                                 a.ptr<bf16>(2, n), n, nullptr);
+         const auto *dact = a.ptr<const bf16>(0, n), *pre = a.ptr<const bf16>(1, n);
+         auto* dpre = a.ptr<bf16>(2, n);
+         a.run([=] { zob::cpu::gelu_backward(dact, pre, dpre, n, nullptr); });
        }},
       {"residual_add",
        [](const Args& a) {
          a.need_args(3);
          const auto n = a.get<std::int64_t>(2);
          a.need_1d(n);
-         zob::cpu::residual_add(a.ptr<bf16>(0, n), a.ptr<const bf16>(1, n), n, nullptr);
+         auto* x = a.ptr<bf16>(0, n);
+         const auto* y = a.ptr<const bf16>(1, n);
+         a.run([=] { zob::cpu::residual_add(x, y, n, nullptr); });
        }},
       {"fill_bf16",
        [](const Args& a) {
          a.need_args(3);
          const auto n = a.get<std::int64_t>(2);
          a.need_1d(n);
-         zob::cpu::fill(a.ptr<bf16>(0, n), a.get<float>(1), n, nullptr);
+         auto* x = a.ptr<bf16>(0, n);
+         const float v = a.get<float>(1);
+         a.run([=] { zob::cpu::fill(x, v, n, nullptr); });
        }},
       {"cast_f32_to_bf16",
        [](const Args& a) {
          a.need_args(3);
          const auto n = a.get<std::int64_t>(2);
          a.need_1d(n);
-         zob::cpu::cast_f32_to_bf16(a.ptr<const float>(0, n), a.ptr<bf16>(1, n), n, nullptr);
+         const auto* src = a.ptr<const float>(0, n);
+         auto* dst = a.ptr<bf16>(1, n);
+         a.run([=] { zob::cpu::cast_f32_to_bf16(src, dst, n, nullptr); });
        }},
       {"cast_bf16_to_f32",
        [](const Args& a) {
          a.need_args(3);
          const auto n = a.get<std::int64_t>(2);
          a.need_1d(n);
-         zob::cpu::cast_bf16_to_f32(a.ptr<const bf16>(0, n), a.ptr<float>(1, n), n, nullptr);
+         const auto* src = a.ptr<const bf16>(0, n);
+         auto* dst = a.ptr<float>(1, n);
+         a.run([=] { zob::cpu::cast_bf16_to_f32(src, dst, n, nullptr); });
        }},
       {"column_sum",
        [](const Args& a) {
          a.need_args(4);
          const auto rows = a.get<std::int64_t>(2), cols = a.get<std::int64_t>(3);
          a.need_1d(cols);
-         zob::cpu::column_sum(a.ptr<const bf16>(0, rows * cols), a.ptr<bf16>(1, cols), rows, cols,
-                              nullptr);
+         const auto* x = a.ptr<const bf16>(0, rows * cols);
+         auto* out = a.ptr<bf16>(1, cols);
+         a.run([=] { zob::cpu::column_sum(x, out, rows, cols, nullptr); });
        }},
       {"sum_bf16",
        [](const Args& a) {
@@ -183,7 +208,9 @@ const std::map<std::string, Runner>& runners() {
          const auto n = a.get<std::int64_t>(1);
          a.need_group(256, 1);
          a.need_cover(0, 256);
-         zob::cpu::sum(a.ptr<const bf16>(0, n), n, a.ptr<float>(2, 1), nullptr);
+         const auto* x = a.ptr<const bf16>(0, n);
+         auto* out = a.ptr<float>(2, 1);
+         a.run([=] { zob::cpu::sum(x, n, out, nullptr); });
        }},
   };
   return table;
@@ -191,21 +218,23 @@ const std::map<std::string, Runner>& runners() {
 
 }  // namespace
 
-ze_result_t run_kernel(const KernelLaunch& launch) {
+bool kernel_known(const std::string& name) { return runners().count(name) != 0; }
+
+KernelPlan plan_kernel(const KernelLaunch& launch) {
+  KernelPlan plan;
   const auto it = runners().find(launch.name);
   if (it == runners().end()) {
-    std::fprintf(stderr, "fake-ze: no CPU reference for kernel '%s'\n", launch.name.c_str());
-    return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
+    plan.error = "no launch check for kernel '" + launch.name + "'";
+    return plan;
   }
   try {
-    it->second(Args(launch));
-    return ZE_RESULT_SUCCESS;
+    it->second(Args(launch, plan));
   } catch (const Bad& bad) {
-    std::fprintf(stderr, "fake-ze: kernel %s refused: %s\n", launch.name.c_str(), bad.why.c_str());
+    plan.error = bad.why;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fake-ze: kernel %s failed: %s\n", launch.name.c_str(), e.what());
+    plan.error = e.what();
   }
-  return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  return plan;
 }
 
 }  // namespace fake_ze
