@@ -28,6 +28,7 @@
 #include <set>
 #include <type_traits>
 
+#include "backends/level_zero/ze_extensions.hpp"
 #include "fake_state.hpp"
 
 namespace fake_ze {
@@ -83,8 +84,9 @@ ze_result_t ZE_APICALL DriverGetProperties(ze_driver_handle_t, ze_driver_propert
 ze_result_t ZE_APICALL DriverGetExtensionProperties(ze_driver_handle_t, std::uint32_t* count,
                                                     ze_driver_extension_properties_t* props) {
   std::vector<std::pair<const char*, std::uint32_t>> ext;
-  if (!env_flag("FAKE_ZE_NO_IMPORT")) ext.emplace_back("ZEX_driver_import_host_pointer", 1);
-  if (env_flag("FAKE_ZE_MEMMAP")) ext.emplace_back("ZE_extension_external_memmap_sysmem", 0x10000);
+  if (!env_flag("FAKE_ZE_NO_IMPORT")) ext.emplace_back(zob::l0::kImportExtensionName, 1);
+  if (env_flag("FAKE_ZE_MEMMAP"))
+    ext.emplace_back(zob::l0::kMemmapExtensionName, zob::l0::kMemmapExtensionVersion);
   if (props != nullptr) {
     for (std::uint32_t i = 0; i < *count && i < ext.size(); ++i) {
       std::snprintf(props[i].name, sizeof props[i].name, "%s", ext[i].first);
@@ -145,10 +147,12 @@ ze_result_t ZE_APICALL DriverGetExtensionFunctionAddress(ze_driver_handle_t, con
                                                          void** fn) {
   if (name == nullptr || fn == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   *fn = nullptr;
+  // A test hook: which executor runs kernels ("pocl" or "cpu").
+  if (std::strcmp(name, "fakeZeKernelExecutor") == 0) *fn = reinterpret_cast<void*>(&kernel_executor);
   if (!env_flag("FAKE_ZE_NO_IMPORT")) {
-    if (std::strcmp(name, "zexDriverImportExternalPointer") == 0) *fn = reinterpret_cast<void*>(&zexImport);
-    if (std::strcmp(name, "zexDriverReleaseImportedPointer") == 0) *fn = reinterpret_cast<void*>(&zexRelease);
-    if (std::strcmp(name, "zexDriverGetHostPointerBaseAddress") == 0) *fn = reinterpret_cast<void*>(&zexBase);
+    if (std::strcmp(name, zob::l0::kZexImportName) == 0) *fn = reinterpret_cast<void*>(&zexImport);
+    if (std::strcmp(name, zob::l0::kZexReleaseName) == 0) *fn = reinterpret_cast<void*>(&zexRelease);
+    if (std::strcmp(name, zob::l0::kZexBaseAddressName) == 0) *fn = reinterpret_cast<void*>(&zexBase);
   }
   return *fn != nullptr ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_INVALID_ARGUMENT;
 }
@@ -263,20 +267,21 @@ ze_result_t ZE_APICALL MemAllocDevice(ze_context_handle_t c, const ze_device_mem
 ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t, const ze_host_mem_alloc_desc_t* desc,
                                     std::size_t size, std::size_t alignment, void** out) {
   std::lock_guard lock(g_mutex);
-  // ze_external_memmap_sysmem_ext_desc_t (stype 0x00020037) chained: map the caller's memory.
+  // ze_external_memmap_sysmem_ext_desc_t chained: map the caller's memory.
   for (auto* ext = static_cast<const ze_base_desc_t*>(desc->pNext); ext != nullptr;
        ext = static_cast<const ze_base_desc_t*>(ext->pNext)) {
-    if (static_cast<std::uint32_t>(ext->stype) != 0x00020037u) continue;
+    if (static_cast<std::uint32_t>(ext->stype) !=
+        static_cast<std::uint32_t>(zob::l0::kStypeExternalMemmapSysmemExtDesc))
+      continue;
     if (!env_flag("FAKE_ZE_MEMMAP")) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
-    struct Memmap { ze_structure_type_t stype; const void* pNext; const void* mem; std::uint64_t size; };
-    const auto* mm = reinterpret_cast<const Memmap*>(ext);
-    const auto p = reinterpret_cast<std::uintptr_t>(mm->mem);
+    const auto* mm = reinterpret_cast<const zob::l0::ExternalMemmapSysmemExtDesc*>(ext);
+    const auto p = reinterpret_cast<std::uintptr_t>(mm->pSystemMemory);
     if (p % 4096 != 0 || mm->size % 4096 != 0 || mm->size != size)
       return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "memmap of an unaligned range");
     if (containing(g_allocs, p) != g_allocs.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     g_allocs[p] = Alloc{size, AllocKind::memmap};
     g_live.add_alloc(size);
-    *out = const_cast<void*>(mm->mem);
+    *out = const_cast<void*>(static_cast<const void*>(mm->pSystemMemory));
     return ZE_RESULT_SUCCESS;
   }
   const std::size_t align = alignment < 64 ? 64 : alignment;

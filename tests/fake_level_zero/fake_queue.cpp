@@ -3,6 +3,7 @@
 // A command first waits (on its worker) for the events it names, then runs, then signals its
 // event with the device-clock times it really started and ended. Host waits block until the
 // event is signaled. Strict where a real device would hang or race silently:
+//  - a list destroyed with commands queued drops them (the caller never waited);
 //  - a wait on an event that is neither signaled nor the target of a queued signal is an
 //    error at append time (nothing will ever signal it);
 //  - a worker or the host that waits longer than FAKE_ZE_HANG_SECONDS (default 30) gives up
@@ -200,9 +201,15 @@ ze_result_t ZE_APICALL CommandListDestroy(ze_command_list_handle_t h) {
   auto* cl = reinterpret_cast<CommandList*>(h);
   {
     std::lock_guard lock(g_mutex);
-    if ((!cl->queue.empty() || cl->running > 0) && cl->ctx->lost.empty())
+    // Commands not started are dropped, as work on a destroyed list is undefined: a caller
+    // that destroys without waiting loses its results here instead of getting them by luck.
+    if (!cl->queue.empty() && cl->ctx->lost.empty())
       complain(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
-               "zeCommandListDestroy with commands not complete: the host never waited for them");
+               "zeCommandListDestroy with " + std::to_string(cl->queue.size()) +
+                   " commands not started: the host never waited for them; dropped");
+    for (auto& c : cl->queue)
+      if (c.signal != nullptr) --c.signal->pending_signals;
+    cl->queue.clear();
     cl->stop = true;
     g_cv.notify_all();
   }

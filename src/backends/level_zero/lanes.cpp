@@ -67,6 +67,20 @@ ze_event_handle_t Shared::acquire_event() {
   return e;
 }
 
+void Shared::retire_event(ze_event_handle_t e) noexcept {
+  std::lock_guard lock(mutex_);
+  retired_.push_back(e);
+}
+
+void Shared::reclaim_retired() noexcept {
+  std::vector<ze_event_handle_t> done;
+  {
+    std::lock_guard lock(mutex_);
+    done.swap(retired_);
+  }
+  for (auto* e : done) release_event(e);
+}
+
 void Shared::release_event(ze_event_handle_t e) noexcept {
   if (ze_result_t r = zeEventHostReset(e); r != ZE_RESULT_SUCCESS)
     std::fprintf(stderr, "xpu: zeEventHostReset failed: %s\n", result_name(r));
@@ -138,8 +152,7 @@ void LevelZeroDevice::record(DeviceEvent& event, Queue q) {
   Lane& lane = lanes_[static_cast<int>(q)];
   auto* list = lane.current != nullptr ? lane.current : lane.copy_list;
   lane.current = list;
-  // A re-recorded event is reset in queue order, so waiters of the previous record are served.
-  if (e.recorded) ZE_CHECK(zeCommandListAppendEventReset(list, e.handle()));
+  if (e.recorded) e.renew();
   ZE_CHECK_D(zeCommandListAppendBarrier(list, e.handle(), 0, nullptr), to_string(q));
   e.recorded = true;
 }
@@ -187,9 +200,10 @@ void LevelZeroDevice::synchronize() {
   }
   for (auto* e : done)
     ZE_CHECK(zeEventHostSynchronize(e, std::numeric_limits<std::uint64_t>::max()));
-  // Everything is complete: the ordering events can be reused.
+  // Everything is complete: the ordering events and retired user events can be reused.
   for (auto* e : internal_in_flight_) shared_->release_event(e);
   internal_in_flight_.clear();
+  shared_->reclaim_retired();
 }
 
 // ---------------------------------------------------------------- kernels

@@ -22,6 +22,10 @@ struct Shared {
   // A reset, host-visible kernel-timestamp event (pools grow by kPoolSize).
   ze_event_handle_t acquire_event();
   void release_event(ze_event_handle_t e) noexcept;  // resets it first
+  // An event that queued commands may still signal or wait for: kept out of the pool until
+  // the device has synchronized (reclaim_retired), since a reset now would race with them.
+  void retire_event(ze_event_handle_t e) noexcept;
+  void reclaim_retired() noexcept;  // after a full synchronize
 
  private:
   static constexpr std::uint32_t kPoolSize = 64;
@@ -29,14 +33,26 @@ struct Shared {
   std::vector<ze_event_pool_handle_t> pools_;
   std::vector<ze_event_handle_t> all_;
   std::vector<ze_event_handle_t> free_;
+  std::vector<ze_event_handle_t> retired_;
 };
 
 class LevelZeroEvent final : public DeviceEvent {
  public:
   explicit LevelZeroEvent(std::shared_ptr<Shared> shared)
       : shared_(std::move(shared)), handle_(shared_->acquire_event()) {}
-  ~LevelZeroEvent() override { shared_->release_event(handle_); }
+  // A recorded event may still be signaled (or waited for) by queued commands.
+  ~LevelZeroEvent() override {
+    if (recorded) shared_->retire_event(handle_);
+    else shared_->release_event(handle_);
+  }
   ze_event_handle_t handle() const { return handle_; }
+  // Each record signals a fresh, reset event: the previous one is retired, not reset, so
+  // its queued waiters are still served and a host wait after the new record cannot return
+  // on the old signal (an in-queue reset would leave that window open).
+  void renew() {
+    shared_->retire_event(handle_);
+    handle_ = shared_->acquire_event();
+  }
   bool recorded = false;  // never recorded: waits are no-ops, as for a fresh CUDA event
 
  private:
