@@ -59,17 +59,21 @@ class Args {
     if (l_.group_size[0] != x || l_.group_size[1] != y || l_.group_size[2] != 1)
       throw Bad{"group size must be the kernel's reqd_work_group_size"};
   }
-  // The grid must cover `items` work-items along dimension d.
-  void need_cover(int d, std::int64_t items) const {
+  std::uint32_t groups(int d) const {
     const std::uint32_t counts[3] = {l_.groups.groupCountX, l_.groups.groupCountY,
                                      l_.groups.groupCountZ};
-    if (static_cast<std::int64_t>(counts[d]) * l_.group_size[d] < items)
+    return counts[d];
+  }
+  // The grid must cover `items` elements along dimension d, `per_item` per work-item.
+  void need_cover(int d, std::int64_t items, std::int64_t per_item = 1) const {
+    if (static_cast<std::int64_t>(groups(d)) * l_.group_size[d] * per_item < items)
       throw Bad{"grid does not cover " + std::to_string(items) + " items in dimension " +
                 std::to_string(d)};
   }
-  void need_1d(std::int64_t n) const {
+  // The element-wise kernels: 4 elements per work-item (ZOB_VEC), groups of 256.
+  void need_1d(std::int64_t n, std::int64_t per_item = 4) const {
     need_group(256, 1);
-    need_cover(0, n);
+    need_cover(0, n, per_item);
   }
 
  private:
@@ -96,8 +100,8 @@ const std::map<std::string, Runner>& runners() {
                     k = a.get<std::int64_t>(4);
          const auto lda = a.get<std::int64_t>(6), ldb = a.get<std::int64_t>(8),
                     ldc = a.get<std::int64_t>(10);
-         a.need_cover(0, n);
-         a.need_cover(1, m);
+         a.need_cover(0, n, 4);  // a 16x16 group computes a 64x64 block: 4x4 per item
+         a.need_cover(1, m, 4);
          const bf16* pa = a.ptr<const bf16>(5, ta ? Args::span(k, m, lda) : Args::span(m, k, lda));
          const bf16* pb = a.ptr<const bf16>(7, tb ? Args::span(n, k, ldb) : Args::span(k, n, ldb));
          bf16* pc = a.ptr<bf16>(9, Args::span(m, n, ldc));
@@ -197,20 +201,41 @@ const std::map<std::string, Runner>& runners() {
        [](const Args& a) {
          a.need_args(4);
          const auto rows = a.get<std::int64_t>(2), cols = a.get<std::int64_t>(3);
-         a.need_1d(cols);
+         a.need_1d(cols, 1);
          const auto* x = a.ptr<const bf16>(0, rows * cols);
          auto* out = a.ptr<bf16>(1, cols);
          a.run([=] { zob::cpu::column_sum(x, out, rows, cols, nullptr); });
        }},
-      {"sum_bf16",
+      {"sum_bf16_partial",  // group g sums [g * chunk, (g + 1) * chunk) into partials[g]
+       [](const Args& a) {
+         a.need_args(4);
+         const auto n = a.get<std::int64_t>(1), chunk = a.get<std::int64_t>(2);
+         a.need_group(256, 1);
+         const std::int64_t groups = a.groups(0);
+         if (chunk <= 0 || groups * chunk < n || groups > 512)
+           throw Bad{"the partial sums do not cover n (or more than 512 groups)"};
+         const auto* x = a.ptr<const bf16>(0, n);
+         auto* partials = a.ptr<float>(3, groups);
+         a.run([=] {
+           for (std::int64_t g = 0; g < groups; ++g) {
+             const std::int64_t begin = std::min(n, g * chunk), len = std::min(n - begin, chunk);
+             zob::cpu::sum(x + begin, len, &partials[g], nullptr);
+           }
+         });
+       }},
+      {"sum_partials",  // one group: the partial sums in order
        [](const Args& a) {
          a.need_args(3);
-         const auto n = a.get<std::int64_t>(1);
+         const auto count = a.get<std::int64_t>(1);
          a.need_group(256, 1);
-         a.need_cover(0, 256);
-         const auto* x = a.ptr<const bf16>(0, n);
+         if (a.groups(0) != 1) throw Bad{"sum_partials runs as exactly one work-group"};
+         const auto* partials = a.ptr<const float>(0, count);
          auto* out = a.ptr<float>(2, 1);
-         a.run([=] { zob::cpu::sum(x, n, out, nullptr); });
+         a.run([=] {
+           float acc = 0;
+           for (std::int64_t i = 0; i < count; ++i) acc += partials[i];
+           *out = acc;
+         });
        }},
   };
   return table;

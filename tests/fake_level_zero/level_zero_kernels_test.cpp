@@ -46,7 +46,7 @@ class LevelZeroKernels : public ::testing::Test {
 };
 
 TEST_F(LevelZeroKernels, GemmAllTransposes) {
-  const std::int64_t m = 37, n = 29, k = 45, pad = 3;  // not multiples of the 16x16 tile
+  const std::int64_t m = 100, n = 70, k = 45, pad = 3;  // 64x64 blocks, each with a partial one
   for (int t = 0; t < 4; ++t) {
     const bool ta = t & 1, tb = t & 2;
     const std::int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;

@@ -48,7 +48,7 @@ PY
       FAKE_ZE_HANG_SECONDS=5 timeout 300 "$bin" --gtest_brief=1 >"$out" 2>&1
   rc=$?
   set -e
-  failed=$(grep -oE '^\[  FAILED  \] [A-Za-z0-9_.]+' "$out" | awk '{print $3}' | sort -u | tr '\n' ' ')
+  failed=$(grep -oE '^\[  FAILED  \] [A-Za-z0-9_.]+' "$out" | awk '{print $4}' | sort -u | tr '\n' ' ')
   if [ "$rc" -ne 0 ]; then echo "$name CAUGHT rc=$rc ${failed:-(crash/timeout)}"; else echo "$name MISSED"; fi
   mv "$f.orig" "$f"
 done

@@ -184,6 +184,11 @@ void LevelZeroDevice::create_kernels() {
     kernels_.push_back(kernel);
     ZE_CHECK_D(zeKernelSetGroupSize(kernel, ki.group[0], ki.group[1], 1), ki.name);
   }
+  // sum()'s partial sums: the backend's own scratch, outside the memory the caller accounts.
+  ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
+  void* p = nullptr;
+  ZE_CHECK(zeMemAllocDevice(shared_->context, &desc, l0::kSumGroups * sizeof(float), 256, device_, &p));
+  sum_partials_ = static_cast<float*>(p);
 }
 
 void LevelZeroDevice::probe_registration() {
@@ -235,6 +240,8 @@ void LevelZeroDevice::release_all() noexcept {
   host_allocs_.clear();
   for (auto& [p, bytes] : device_allocs_) warn(zeMemFree(shared_->context, reinterpret_cast<void*>(p)), "zeMemFree");
   device_allocs_.clear();
+  if (sum_partials_ != nullptr) warn(zeMemFree(shared_->context, sum_partials_), "zeMemFree");
+  sum_partials_ = nullptr;
   for (auto* e : internal_in_flight_) shared_->release_event(e);
   internal_in_flight_.clear();
   for (auto* k : kernels_) warn(zeKernelDestroy(k), "zeKernelDestroy");

@@ -63,8 +63,15 @@ class LevelZeroEvent final : public DeviceEvent {
 // Kernels of kernels/*.cl, in the order of the table in lanes.cpp.
 enum class KernelId : int {
   gemm, embedding_forward, embedding_backward, bias_add, bias_gelu_forward, gelu_backward,
-  residual_add, fill_bf16, cast_f32_to_bf16, cast_bf16_to_f32, column_sum, sum_bf16, count
+  residual_add, fill_bf16, cast_f32_to_bf16, cast_bf16_to_f32, column_sum, sum_bf16_partial,
+  sum_partials, count
 };
+inline constexpr std::uint32_t kWg = 256;          // ZOB_WG in kernels/bf16.h
+inline constexpr std::uint32_t kVec = 4;           // ZOB_VEC: elements per element-wise item
+inline constexpr std::uint32_t kSumGroups = 512;   // ZOB_SUM_GROUPS: most partial sums
+inline constexpr std::int64_t kSumMinChunk = 4096; // elements per partial-sum group, at least
+inline constexpr std::uint32_t kGemmWg = 16;       // GEMM_WG in kernels/gemm.cl
+inline constexpr std::uint32_t kGemmBlock = 64;    // GEMM_BT: C block per work-group
 struct KernelInfo {
   const char* name;    // the OpenCL kernel's name
   const char* module;  // the .cl file it is in
