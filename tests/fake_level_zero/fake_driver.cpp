@@ -240,7 +240,10 @@ ze_result_t ZE_APICALL ContextCreate(ze_driver_handle_t, const ze_context_desc_t
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL ContextDestroy(ze_context_handle_t c) {
-  delete reinterpret_cast<Context*>(c);
+  std::lock_guard lock(g_mutex);
+  auto* ctx = reinterpret_cast<Context*>(c);
+  drain_quarantine(ctx);
+  delete ctx;
   --g_live.contexts;
   return ZE_RESULT_SUCCESS;
 }
@@ -303,7 +306,12 @@ ze_result_t ZE_APICALL MemFree(ze_context_handle_t c, void* p) {
     lose_context(ctx, race);
     return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
   }
-  if (it->second.kind != AllocKind::memmap) std::free(p);
+  if (ctx->pending > 0) {
+    race_mark_freed(it->first, it->second.size);
+    if (it->second.kind != AllocKind::memmap) ctx->quarantine.push_back(p);
+  } else if (it->second.kind != AllocKind::memmap) {
+    std::free(p);
+  }
   g_live.remove_alloc(it->second.size);
   g_allocs.erase(it);
   return ZE_RESULT_SUCCESS;
@@ -401,6 +409,15 @@ ze_result_t ZE_APICALL KernelSetArgumentValue(ze_kernel_handle_t k, std::uint32_
 }
 
 }  // namespace
+
+void drain_quarantine(Context* ctx) {
+  if (ctx->pending > 0) return;
+  for (void* p : ctx->quarantine) {
+    race_unmark_freed(reinterpret_cast<std::uintptr_t>(p));
+    std::free(p);
+  }
+  ctx->quarantine.clear();
+}
 
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);

@@ -122,6 +122,8 @@ void run_one(std::unique_lock<std::mutex>& lock, CommandList* cl, Command& c) {
   }
   if (!err.empty()) lose(cl->ctx, "list " + std::to_string(cl->id) + ": " + c.what + ": " + err);
   if (c.signal != nullptr) --c.signal->pending_signals;
+  --cl->ctx->pending;
+  drain_quarantine(cl->ctx);
 }
 
 void worker(CommandList* cl) {
@@ -154,6 +156,7 @@ ze_result_t enqueue(ze_command_list_handle_t h, Command c, std::uint32_t n, ze_e
   }
   if (c.signal != nullptr) ++c.signal->pending_signals;
   c.host = cl->ctx->host;
+  ++cl->ctx->pending;
   cl->queue.push_back(std::move(c));
   g_cv.notify_all();
   return ZE_RESULT_SUCCESS;
@@ -207,9 +210,12 @@ ze_result_t ZE_APICALL CommandListDestroy(ze_command_list_handle_t h) {
       complain(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE,
                "zeCommandListDestroy with " + std::to_string(cl->queue.size()) +
                    " commands not started: the host never waited for them; dropped");
-    for (auto& c : cl->queue)
+    for (auto& c : cl->queue) {
       if (c.signal != nullptr) --c.signal->pending_signals;
+      --cl->ctx->pending;
+    }
     cl->queue.clear();
+    drain_quarantine(cl->ctx);
     cl->stop = true;
     g_cv.notify_all();
   }

@@ -20,6 +20,7 @@ struct Past {
   std::string what;
 };
 std::deque<Past> g_past;  // under g_mutex
+constexpr int kFreed = -1;  // the "list" of a range freed with commands pending
 
 bool overlap(const Access& a, const Access& b) { return a.begin < b.end && b.begin < a.end; }
 
@@ -50,6 +51,9 @@ std::string race_check(const std::vector<Access>& accesses, int list, const Cloc
                        const std::string& what) {
   for (const Access& a : accesses) {
     for (const Past& p : g_past) {
+      if (p.list == kFreed && overlap(p.access, a))
+        return "'" + what + "' on list " + std::to_string(list) +
+               " touches memory already given to zeMemFree (a queued command outlived its buffer)";
       if (p.list == list || !overlap(p.access, a) || !(p.access.write || a.write)) continue;
       if (p.epoch > entry(now, p.list)) return describe(p, a, list, what);
     }
@@ -76,6 +80,14 @@ std::string race_check_free(std::uintptr_t p, std::size_t bytes, const Clock& ho
              " may still use it (the host never waited for it)";
   std::erase_if(g_past, [&](const Past& past) { return overlap(past.access, freed); });
   return {};
+}
+
+void race_mark_freed(std::uintptr_t p, std::size_t bytes) {
+  g_past.push_back(Past{Access{p, p + bytes, true}, kFreed, UINT64_MAX, "zeMemFree"});
+}
+
+void race_unmark_freed(std::uintptr_t p) {
+  std::erase_if(g_past, [&](const Past& past) { return past.list == kFreed && past.access.begin == p; });
 }
 
 void race_forget(const Clock& host) {

@@ -55,7 +55,13 @@ struct Context {
   long device_allocs = 0;
   std::string lost;  // set when a command fails: every later call reports DEVICE_LOST
   Clock host;        // the commands the host has seen complete (through an event)
+  int pending = 0;   // commands queued or running on the context's lists
+  // Memory zeMemFree'd while commands were pending: freed for real once none is, so a queued
+  // command that outlived its buffer is reported (fake_race.cpp) instead of corrupting the heap.
+  std::vector<void*> quarantine;
 };
+// Frees the quarantine when nothing is pending (caller holds g_mutex).
+void drain_quarantine(Context* ctx);
 // Marks the context lost (first reason printed once) and wakes every waiter. Holds g_mutex.
 void lose_context(Context* ctx, const std::string& why);
 
@@ -127,6 +133,10 @@ std::string race_check_free(std::uintptr_t p, std::size_t bytes, const Clock& ho
 // Forget accesses the host has seen complete: nothing appended later can race with them.
 void race_forget(const Clock& host);
 void race_forget_list(int list);  // the list is destroyed
+// [p, p+bytes) was freed while commands were pending: any later access is an error, until
+// the memory is really freed (race_unmark_freed).
+void race_mark_freed(std::uintptr_t p, std::size_t bytes);
+void race_unmark_freed(std::uintptr_t p);
 
 // Objects the driver handed out and that were not given back yet. Atomics with constant
 // initialisation and no destructor, so the at-exit leak report (fake_hooks.cpp) can read them
