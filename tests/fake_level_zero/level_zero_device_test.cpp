@@ -115,6 +115,30 @@ TEST(LevelZeroDevice, CopiesAreOrderedAcrossQueuesByEvents) {
   dev.deallocate(d);
 }
 
+// The step's pattern: a kernel on the compute queue produces a buffer, the d2h queue waits for
+// an event recorded after it and copies the buffer out (different lists, different engines).
+TEST(LevelZeroDevice, TheCopyQueueWaitsForAKernelOnTheComputeQueue) {
+  LevelZeroDevice dev(0);
+  std::mt19937 rng{std::random_device{}()};
+  const std::size_t n = 3000;
+  std::vector<float> f(n);
+  for (auto& v : f) v = std::uniform_real_distribution<float>(-9.f, 9.f)(rng);
+  auto* d = static_cast<float*>(dev.allocate(n * 4));
+  auto* h = static_cast<bf16*>(dev.allocate(n * 2));
+  dev.copy_to_device(Queue::h2d, d, f.data(), n * 4);
+  dev.synchronize();
+  auto produced = dev.create_event();
+  dev.cast_f32_to_bf16(d, h, static_cast<std::int64_t>(n), Queue::compute);
+  dev.record(*produced, Queue::compute);
+  dev.queue_wait(Queue::d2h, *produced);
+  std::vector<bf16> got(n);
+  dev.copy_to_host(Queue::d2h, got.data(), h, n * 2);
+  dev.synchronize();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i].bits, f32_to_bf16(f[i]).bits) << i;
+  dev.deallocate(d);
+  dev.deallocate(h);
+}
+
 // A queue moves between its copy list and its kernel list: each move must wait for what is
 // already on the other list (enter() in lanes.cpp), copy -> cast kernel -> copy.
 TEST(LevelZeroDevice, AQueueStaysInOrderAcrossItsCopyAndKernelLists) {
