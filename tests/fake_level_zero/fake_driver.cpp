@@ -1,18 +1,22 @@
-// The fake driver's API: one driver, one GPU device, everything executed synchronously at
-// append time. Strict where a real device would misbehave silently: a wait on an event that
-// is not signaled (a hang on hardware), a kernel on a copy-only list, a zex call with the
-// loader's (untranslated) driver handle, a copy outside an allocation are all errors.
+// The fake driver's API: one driver, one GPU device, contexts, memory, the zex import
+// functions, modules and kernels. Command lists and events (asynchronous: a worker thread per
+// list) are in fake_queue.cpp, the happens-before check in fake_race.cpp, kernel launch checks
+// in fake_kernels.cpp and their execution on PoCL in fake_pocl.cpp. Strict where a real device
+// would misbehave silently: a kernel on a copy-only list, a zex call with the loader's
+// (untranslated) driver handle, a copy outside an allocation are all errors.
 //
 // Switches (read at each call, so one test process can flip them):
 //   FAKE_ZE_NO_IMPORT=1        ZEX_driver_import_host_pointer neither advertised nor served
 //   FAKE_ZE_IMPORT_FAIL=1      zexDriverImportExternalPointer returns an error
 //   FAKE_ZE_BAD_BASE=1         zexDriverGetHostPointerBaseAddress reports a wrong base
 //   FAKE_ZE_MEMMAP=1           advertise and serve ZE_extension_external_memmap_sysmem
-//   FAKE_ZE_FAIL_ALLOC_AFTER=N in each context, device allocations after the N-th fail
+//   FAKE_ZE_FAIL_ALLOC_AFTER=N in each context, device allocations after the N-th fail (the
+//                              backend's own sum scratch, at creation, is the first)
 //   FAKE_ZE_NO_DEVICES=1       the driver reports no device
 //   FAKE_ZE_NO_COPY_ENGINE=1   only the compute queue group
-//   FAKE_ZE_TICKS_PER_COMMAND=N  deterministic clock: every command takes N ticks, starting at
-//   FAKE_ZE_CLOCK_START=T        T (default: real time at 19.2 MHz)
+//   FAKE_ZE_TICKS_PER_COMMAND, FAKE_ZE_CLOCK_START, FAKE_ZE_COPY_DELAY_US,
+//   FAKE_ZE_HANG_SECONDS         see fake_queue.cpp
+//   FAKE_ZE_KERNELS=pocl|cpu     see fake_pocl.cpp
 //   FAKE_ZE_LEAK_REPORT=PATH     at exit, append one line of outstanding objects
 //                                (fake_hooks.cpp, as FAKE_ZE_FAULT_CMDLINE)
 //   FAKE_ZE_FAULT_CMDLINE=TEXT   IMPORT_FAIL and FAIL_ALLOC_AFTER act only in processes whose
