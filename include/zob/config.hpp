@@ -28,6 +28,7 @@ enum class Loop {
 enum class Schedule {
   stock,    // REFERENCE.md §3: all grads land, then per sub-group Adam, then its copy-back
   overlap,  // Adam per piece as its grads land; copy-back of piece i under Adam of piece i+1
+  deepspeed,  // DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits (docs/schedules.md)
 };
 
 struct ModelShape {
@@ -75,7 +76,7 @@ const char* to_string(Arm);
 const char* to_string(DeviceKind);
 const char* to_string(Loop);
 const char* to_string(Schedule);
-Schedule parse_schedule(const std::string&);  // "stock" / "overlap"; UsageError otherwise
+Schedule parse_schedule(const std::string&);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
 // Parse the names above; throw UsageError naming the accepted values.
 Arm parse_arm(const std::string&);
 DeviceKind parse_device_kind(const std::string&);

@@ -213,8 +213,9 @@ void validate_run_config(const RunConfig& c) {
                      "default copy-back loop; drop --offload-param or use --gpus 1");
   }
   if (c.gpus != 1 && c.schedule != Schedule::stock) {
-    throw UsageError("--gpus with --schedule overlap is not implemented yet: several ranks run "
-                     "the stock schedule; drop --schedule overlap or use --gpus 1");
+    throw UsageError(std::string("--gpus with --schedule ") + to_string(c.schedule) +
+                     " is not implemented yet: several ranks run the stock schedule; use "
+                     "--schedule stock or --gpus 1");
   }
   if (c.gpus == 1) {
     validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());
@@ -354,7 +355,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
       ->capture_default_str()->type_name("N[,N...]");
   app.add_option("--sub-group-size", sub_group, "elements per Adam sub-group (a comma list sweeps)")
       ->capture_default_str()->type_name("N[,N...]");
-  app.add_option("--schedule", schedule, "stock|overlap: order of Adam and the copies")
+  app.add_option("--schedule", schedule, "stock|overlap|deepspeed: the step's order of copies, waits and Adam (deepspeed: as DeepSpeed 0.19.8 runs it)")
       ->capture_default_str()->type_name("NAME");
   auto* affinity_opt = app.add_option("--cpu-affinity", cpu_affinity,
                  "CPUs of the Adam threads in order, e.g. 0-7,16-23 (default: the device's "
@@ -492,7 +493,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   try {
     c.schedule = parse_schedule(schedule);
   } catch (const UsageError&) {
-    throw UsageError("--schedule: unknown schedule '" + schedule + "'; use stock or overlap");
+    throw UsageError("--schedule: unknown schedule '" + schedule + "'; use stock, overlap or deepspeed");
   }
   if (affinity_opt->count() > 0) c.cpu_affinity = parse_cpu_list(cpu_affinity, "--cpu-affinity");
   c.seed = parse_unsigned_flag("--seed", seed);

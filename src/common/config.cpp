@@ -38,15 +38,16 @@ const char* to_string(Schedule schedule) {
   switch (schedule) {
     case Schedule::stock: return "stock";
     case Schedule::overlap: return "overlap";
+    case Schedule::deepspeed: return "deepspeed";
   }
   return "?";
 }
 
 Schedule parse_schedule(const std::string& name) {
-  for (Schedule s : {Schedule::stock, Schedule::overlap}) {
+  for (Schedule s : {Schedule::stock, Schedule::overlap, Schedule::deepspeed}) {
     if (name == to_string(s)) return s;
   }
-  throw UsageError("unknown schedule '" + name + "': use stock or overlap");
+  throw UsageError("unknown schedule '" + name + "': use stock, overlap or deepspeed");
 }
 
 Arm parse_arm(const std::string& name) {
