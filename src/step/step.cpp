@@ -67,7 +67,8 @@ class ArmRunner {
   }
   const HostBuffer& master_buffer() const { return master_; }
   const ThreadPlacement& placement() const { return placement_; }
-  double link_seconds() const { return link_s_; }  // last step's pure copy device time
+  StepLinkTimes link_times() const { return link_; }  // the last step's, for the bound
+  double probe_gb_per_s() const { return probe_gb_s_; }
 
  private:
   bool offload() const { return cfg_.loop == Loop::offload_param; }
@@ -86,7 +87,8 @@ class ArmRunner {
   std::unique_ptr<ThreadPool> pool_;
   ThreadPlacement placement_;
   std::unique_ptr<step_detail::OverlapSchedule> overlap_;  // --schedule overlap
-  double link_s_ = 0;
+  StepLinkTimes link_;
+  double probe_gb_s_ = 0;
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
 
@@ -97,7 +99,7 @@ class ArmRunner {
   // Events, created once and re-recorded every step (each step ends with all queues idle).
   std::unique_ptr<DeviceEvent> origin_;
   Events task_start_, task_end_;  // compute: forward module j at j, backward at M + j
-  Events grad_ready_, d2h_start_, d2h_copy_start_, d2h_end_;  // per module
+  Events grad_ready_, hook_done_, d2h_start_, d2h_copy_start_, d2h_end_;  // per module
   Events fetch_start_, fetch_end_;           // per fetch of a step
   Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;  // per copy-back piece
 
@@ -126,8 +128,10 @@ void ArmRunner::setup() {
   exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) pbf16_ = HostBuffer(static_cast<std::size_t>(P) * 2, pinned, &dev_,
                                      "bf16 parameters", pool_.get());
-  initial_parameters(layout_, c.seed, master_.as<float>());
   // grads, exp_avg and exp_avg_sq are zero: first-touched (zeroed) by the pool above.
+  probe_gb_s_ = step_detail::probe_arm_memory(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
+                                              exp_avg_sq_.as<float>(), P, *pool_);
+  initial_parameters(layout_, c.seed, master_.as<float>());
 
   // ---- device state ----
   const step_detail::DeviceSizes ds = step_detail::device_sizes(c, layout_);
@@ -147,6 +151,7 @@ void ArmRunner::setup() {
   task_start_ = make_events(dev_, 2 * M);
   task_end_ = make_events(dev_, 2 * M);
   grad_ready_ = make_events(dev_, M);
+  hook_done_ = make_events(dev_, M);
   d2h_start_ = make_events(dev_, M);
   d2h_copy_start_ = make_events(dev_, M);
   d2h_end_ = make_events(dev_, M);
@@ -227,6 +232,9 @@ void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
   dev_.copy_to_host(Queue::d2h, grads_.as<float>() + m.offset, g32,
                     static_cast<std::size_t>(m.count) * 4);
   dev_.record(*d2h_end_[ju], Queue::d2h);
+  // Compute resumes here: with unregistered memory the host was blocked in the copy above,
+  // and that gap is not compute (the bound's compute_s leaves it out).
+  dev_.record(*hook_done_[ju], Queue::compute);
 }
 
 void ArmRunner::copy_back(const SubGroup& sg) {
@@ -354,7 +362,7 @@ StepSample ArmRunner::run_step(int t) {
                      *task_end_[static_cast<std::size_t>(M)]);
   bwd.host_s = backward_host;
   bwd.params = P;
-  link_s_ = 0;
+  link_ = {};
   auto& go = s.phases["grad_offload"];
   go.device_s = 0;
   go.host_s = grad_wait;
@@ -365,7 +373,10 @@ StepSample ArmRunner::run_step(int t) {
     const std::string& name = layout_.modules[ju].name;
     const double d = dur(*d2h_start_[ju], *d2h_end_[ju]);
     go.device_s += d;
-    link_s_ += dur(*d2h_copy_start_[ju], *d2h_end_[ju]);
+    link_.d2h_s += dur(*d2h_copy_start_[ju], *d2h_end_[ju]);
+    link_.compute_s += dur(*task_start_[ju], *task_end_[ju]) +
+                       dur(*task_start_[ju + static_cast<std::size_t>(M)], *task_end_[ju + static_cast<std::size_t>(M)]) -
+                       dur(*grad_ready_[ju], *hook_done_[ju]);
     s.spans.push_back({"d2h", "grad:" + name, rel(*d2h_start_[ju]), d});
     s.spans.push_back({"compute", name + ".fwd", rel(*task_start_[ju]),
                        dur(*task_start_[ju], *task_end_[ju])});
@@ -390,7 +401,7 @@ StepSample ArmRunner::run_step(int t) {
       span.start_s = rel(*fetch_start_[f]);
       span.duration_s = d;
       pf.device_s += d;
-      link_s_ += d;
+      link_.h2d_s += d;
       ++f;
     }
     auto& hc = s.phases["host_cast"];
@@ -406,7 +417,7 @@ StepSample ArmRunner::run_step(int t) {
     for (std::int64_t p = 0; p < pieces_; ++p) {
       const auto pu = static_cast<std::size_t>(p);
       cb.device_s += dur(*cb_copy_start_[pu], *cb_cast_end_[pu]);
-      link_s_ += dur(*cb_copy_start_[pu], *cb_copy_end_[pu]);
+      link_.h2d_s += dur(*cb_copy_start_[pu], *cb_copy_end_[pu]);
       const std::string tag = "[" + std::to_string(p) + "]";
       s.spans.push_back({"h2d", "copy_back" + tag, rel(*cb_copy_start_[pu]),
                          dur(*cb_copy_start_[pu], *cb_copy_end_[pu])});
@@ -462,6 +473,12 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, 
     groups.push_back(sg);
   }
   return groups;
+}
+
+double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
+                        std::int64_t params, ThreadPool& pool) {
+  const std::int64_t n = std::min<std::int64_t>(params, std::int64_t{1} << 26);
+  return memory_probe_gb_per_s(master, grads, exp_avg, exp_avg_sq, n, pool);
 }
 
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
