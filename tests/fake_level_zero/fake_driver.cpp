@@ -1,18 +1,22 @@
-// The fake driver's API: one driver, one GPU device, everything executed synchronously at
-// append time. Strict where a real device would misbehave silently: a wait on an event that
-// is not signaled (a hang on hardware), a kernel on a copy-only list, a zex call with the
-// loader's (untranslated) driver handle, a copy outside an allocation are all errors.
+// The fake driver's API: one driver, one GPU device, contexts, memory, the zex import
+// functions, modules and kernels. Command lists and events (asynchronous: a worker thread per
+// list) are in fake_queue.cpp, the happens-before check in fake_race.cpp, kernel launch checks
+// in fake_kernels.cpp and their execution on PoCL in fake_pocl.cpp. Strict where a real device
+// would misbehave silently: a kernel on a copy-only list, a zex call with the loader's
+// (untranslated) driver handle, a copy outside an allocation are all errors.
 //
 // Switches (read at each call, so one test process can flip them):
 //   FAKE_ZE_NO_IMPORT=1        ZEX_driver_import_host_pointer neither advertised nor served
 //   FAKE_ZE_IMPORT_FAIL=1      zexDriverImportExternalPointer returns an error
 //   FAKE_ZE_BAD_BASE=1         zexDriverGetHostPointerBaseAddress reports a wrong base
 //   FAKE_ZE_MEMMAP=1           advertise and serve ZE_extension_external_memmap_sysmem
-//   FAKE_ZE_FAIL_ALLOC_AFTER=N in each context, device allocations after the N-th fail
+//   FAKE_ZE_FAIL_ALLOC_AFTER=N in each context, device allocations after the N-th fail (the
+//                              backend's own sum scratch, at creation, is the first)
 //   FAKE_ZE_NO_DEVICES=1       the driver reports no device
 //   FAKE_ZE_NO_COPY_ENGINE=1   only the compute queue group
-//   FAKE_ZE_TICKS_PER_COMMAND=N  deterministic clock: every command takes N ticks, starting at
-//   FAKE_ZE_CLOCK_START=T        T (default: real time at 19.2 MHz)
+//   FAKE_ZE_TICKS_PER_COMMAND, FAKE_ZE_CLOCK_START, FAKE_ZE_COPY_DELAY_US,
+//   FAKE_ZE_HANG_SECONDS         see fake_queue.cpp
+//   FAKE_ZE_KERNELS=pocl|cpu     see fake_pocl.cpp
 //   FAKE_ZE_LEAK_REPORT=PATH     at exit, append one line of outstanding objects
 //                                (fake_hooks.cpp, as FAKE_ZE_FAULT_CMDLINE)
 //   FAKE_ZE_FAULT_CMDLINE=TEXT   IMPORT_FAIL and FAIL_ALLOC_AFTER act only in processes whose
@@ -28,46 +32,24 @@
 #include <set>
 #include <type_traits>
 
+#include "backends/level_zero/ze_extensions.hpp"
 #include "fake_state.hpp"
 
 namespace fake_ze {
 namespace {
 
-constexpr std::uint64_t kTimerHz = 19'200'000;  // Intel's usual 52.083 ns tick
-constexpr std::uint32_t kTimestampBits = 32;
-constexpr std::uint64_t kTimestampMask = (std::uint64_t{1} << kTimestampBits) - 1;
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}
-long long env_num(const char* name, long long fallback) {
-  const char* v = std::getenv(name);
-  return (v != nullptr && v[0] != '\0') ? std::atoll(v) : fallback;
-}
-
 struct Driver { int tag; } g_driver;
 struct Device { int tag; } g_device;
-struct Context { long device_allocs = 0; };
-struct CommandList { bool copy_only; };
-struct EventPool { bool timestamps; std::uint32_t count; };
-struct Event { EventPool* pool; bool signaled = false; std::uint64_t start = 0, end = 0; };
-struct Module { std::set<std::string> kernels; };
-struct Kernel { KernelLaunch launch; };
+struct Module {
+  std::set<std::string> kernels;  // the SPIR-V's OpEntryPoint names
+  void* program = nullptr;        // on PoCL
+};
 
 enum class AllocKind { device, host, memmap };
 struct Alloc { std::size_t size; AllocKind kind; };
 
-std::mutex g_mutex;  // every entry point holds it: the fake's state is plain maps
 std::map<std::uintptr_t, Alloc> g_allocs;
 std::map<std::uintptr_t, std::size_t> g_imports;
-std::uint64_t g_virtual_clock = 0;
-bool g_clock_started = false;
-
-ze_result_t complain(ze_result_t r, const char* what) {
-  std::fprintf(stderr, "fake-ze: %s\n", what);
-  return r;
-}
 
 // The range of `map` containing p, or end().
 template <typename M>
@@ -80,60 +62,6 @@ typename M::iterator containing(M& map, std::uintptr_t p) {
     else return it->second;
   }();
   return (p < it->first + size) ? it : map.end();
-}
-
-std::uint64_t now_ticks() {
-  const long long per_command = env_num("FAKE_ZE_TICKS_PER_COMMAND", 0);
-  if (per_command <= 0) {
-    const auto ns = std::chrono::steady_clock::now().time_since_epoch().count();
-    return static_cast<std::uint64_t>(static_cast<double>(ns) * (kTimerHz / 1e9));
-  }
-  if (!g_clock_started) {
-    g_virtual_clock = static_cast<std::uint64_t>(env_num("FAKE_ZE_CLOCK_START", 0));
-    g_clock_started = true;
-  }
-  return g_virtual_clock;
-}
-// One executed command: its [start, end) on the device clock.
-void advance_clock() {
-  const long long per_command = env_num("FAKE_ZE_TICKS_PER_COMMAND", 0);
-  if (per_command > 0) g_virtual_clock += static_cast<std::uint64_t>(per_command);
-}
-
-ze_result_t check_waits(std::uint32_t n, ze_event_handle_t* waits) {
-  if (n > 0 && waits == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    if (waits[i] == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    if (!reinterpret_cast<Event*>(waits[i])->signaled)
-      return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT,
-                      "wait on an event that is not signaled: a real device would hang");
-  }
-  return ZE_RESULT_SUCCESS;
-}
-
-// Runs `body` as one command of list `cl`: waits checked first, the signal event stamped.
-template <typename F>
-ze_result_t command(ze_command_list_handle_t cl, ze_event_handle_t signal, std::uint32_t n,
-                    ze_event_handle_t* waits, F&& body) {
-  if (cl == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-  if (ze_result_t r = check_waits(n, waits); r != ZE_RESULT_SUCCESS) return r;
-  const std::uint64_t start = now_ticks();
-  if (ze_result_t r = body(); r != ZE_RESULT_SUCCESS) return r;
-  advance_clock();
-  if (signal != nullptr) {
-    auto* e = reinterpret_cast<Event*>(signal);
-    e->start = start & kTimestampMask;
-    e->end = now_ticks() & kTimestampMask;
-    e->signaled = true;
-  }
-  return ZE_RESULT_SUCCESS;
-}
-
-// A copy touching device memory must stay inside the allocation; host pointers are free.
-bool copy_side_ok(const void* p, std::size_t bytes) {
-  auto it = containing(g_allocs, reinterpret_cast<std::uintptr_t>(p));
-  if (it == g_allocs.end() || it->second.kind != AllocKind::device) return true;
-  return reinterpret_cast<std::uintptr_t>(p) + bytes <= it->first + it->second.size;
 }
 
 // ---------------------------------------------------------------- global, driver, device
@@ -160,8 +88,9 @@ ze_result_t ZE_APICALL DriverGetProperties(ze_driver_handle_t, ze_driver_propert
 ze_result_t ZE_APICALL DriverGetExtensionProperties(ze_driver_handle_t, std::uint32_t* count,
                                                     ze_driver_extension_properties_t* props) {
   std::vector<std::pair<const char*, std::uint32_t>> ext;
-  if (!env_flag("FAKE_ZE_NO_IMPORT")) ext.emplace_back("ZEX_driver_import_host_pointer", 1);
-  if (env_flag("FAKE_ZE_MEMMAP")) ext.emplace_back("ZE_extension_external_memmap_sysmem", 0x10000);
+  if (!env_flag("FAKE_ZE_NO_IMPORT")) ext.emplace_back(zob::l0::kImportExtensionName, 1);
+  if (env_flag("FAKE_ZE_MEMMAP"))
+    ext.emplace_back(zob::l0::kMemmapExtensionName, zob::l0::kMemmapExtensionVersion);
   if (props != nullptr) {
     for (std::uint32_t i = 0; i < *count && i < ext.size(); ++i) {
       std::snprintf(props[i].name, sizeof props[i].name, "%s", ext[i].first);
@@ -222,10 +151,12 @@ ze_result_t ZE_APICALL DriverGetExtensionFunctionAddress(ze_driver_handle_t, con
                                                          void** fn) {
   if (name == nullptr || fn == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   *fn = nullptr;
+  // A test hook: which executor runs kernels ("pocl" or "cpu").
+  if (std::strcmp(name, "fakeZeKernelExecutor") == 0) *fn = reinterpret_cast<void*>(&kernel_executor);
   if (!env_flag("FAKE_ZE_NO_IMPORT")) {
-    if (std::strcmp(name, "zexDriverImportExternalPointer") == 0) *fn = reinterpret_cast<void*>(&zexImport);
-    if (std::strcmp(name, "zexDriverReleaseImportedPointer") == 0) *fn = reinterpret_cast<void*>(&zexRelease);
-    if (std::strcmp(name, "zexDriverGetHostPointerBaseAddress") == 0) *fn = reinterpret_cast<void*>(&zexBase);
+    if (std::strcmp(name, zob::l0::kZexImportName) == 0) *fn = reinterpret_cast<void*>(&zexImport);
+    if (std::strcmp(name, zob::l0::kZexReleaseName) == 0) *fn = reinterpret_cast<void*>(&zexRelease);
+    if (std::strcmp(name, zob::l0::kZexBaseAddressName) == 0) *fn = reinterpret_cast<void*>(&zexBase);
   }
   return *fn != nullptr ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_INVALID_ARGUMENT;
 }
@@ -313,7 +244,10 @@ ze_result_t ZE_APICALL ContextCreate(ze_driver_handle_t, const ze_context_desc_t
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL ContextDestroy(ze_context_handle_t c) {
-  delete reinterpret_cast<Context*>(c);
+  std::lock_guard lock(g_mutex);
+  auto* ctx = reinterpret_cast<Context*>(c);
+  drain_quarantine(ctx);
+  delete ctx;
   --g_live.contexts;
   return ZE_RESULT_SUCCESS;
 }
@@ -340,20 +274,21 @@ ze_result_t ZE_APICALL MemAllocDevice(ze_context_handle_t c, const ze_device_mem
 ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t, const ze_host_mem_alloc_desc_t* desc,
                                     std::size_t size, std::size_t alignment, void** out) {
   std::lock_guard lock(g_mutex);
-  // ze_external_memmap_sysmem_ext_desc_t (stype 0x00020037) chained: map the caller's memory.
+  // ze_external_memmap_sysmem_ext_desc_t chained: map the caller's memory.
   for (auto* ext = static_cast<const ze_base_desc_t*>(desc->pNext); ext != nullptr;
        ext = static_cast<const ze_base_desc_t*>(ext->pNext)) {
-    if (static_cast<std::uint32_t>(ext->stype) != 0x00020037u) continue;
+    if (static_cast<std::uint32_t>(ext->stype) !=
+        static_cast<std::uint32_t>(zob::l0::kStypeExternalMemmapSysmemExtDesc))
+      continue;
     if (!env_flag("FAKE_ZE_MEMMAP")) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
-    struct Memmap { ze_structure_type_t stype; const void* pNext; const void* mem; std::uint64_t size; };
-    const auto* mm = reinterpret_cast<const Memmap*>(ext);
-    const auto p = reinterpret_cast<std::uintptr_t>(mm->mem);
+    const auto* mm = reinterpret_cast<const zob::l0::ExternalMemmapSysmemExtDesc*>(ext);
+    const auto p = reinterpret_cast<std::uintptr_t>(mm->pSystemMemory);
     if (p % 4096 != 0 || mm->size % 4096 != 0 || mm->size != size)
       return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "memmap of an unaligned range");
     if (containing(g_allocs, p) != g_allocs.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     g_allocs[p] = Alloc{size, AllocKind::memmap};
     g_live.add_alloc(size);
-    *out = const_cast<void*>(mm->mem);
+    *out = const_cast<void*>(static_cast<const void*>(mm->pSystemMemory));
     return ZE_RESULT_SUCCESS;
   }
   const std::size_t align = alignment < 64 ? 64 : alignment;
@@ -364,139 +299,25 @@ ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t, const ze_host_mem_alloc
   *out = p;
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL MemFree(ze_context_handle_t, void* p) {
+ze_result_t ZE_APICALL MemFree(ze_context_handle_t c, void* p) {
   std::lock_guard lock(g_mutex);
   auto it = g_allocs.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == g_allocs.end()) return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeMemFree of an unknown pointer");
-  if (it->second.kind != AllocKind::memmap) std::free(p);
+  // Freeing what a queued command may still touch: kept allocated (the worker would write
+  // freed memory), and the context is lost so the caller's next call fails.
+  auto* ctx = reinterpret_cast<Context*>(c);
+  if (auto race = race_check_free(it->first, it->second.size, ctx->host); !race.empty()) {
+    lose_context(ctx, race);
+    return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+  }
+  if (ctx->pending > 0) {
+    race_mark_freed(it->first, it->second.size);
+    if (it->second.kind != AllocKind::memmap) ctx->quarantine.push_back(p);
+  } else if (it->second.kind != AllocKind::memmap) {
+    std::free(p);
+  }
   g_live.remove_alloc(it->second.size);
   g_allocs.erase(it);
-  return ZE_RESULT_SUCCESS;
-}
-
-// ---------------------------------------------------------------- command lists
-ze_result_t ZE_APICALL CommandListCreateImmediate(ze_context_handle_t, ze_device_handle_t,
-                                                  const ze_command_queue_desc_t* desc,
-                                                  ze_command_list_handle_t* out) {
-  const std::uint32_t groups = env_flag("FAKE_ZE_NO_COPY_ENGINE") ? 1 : 2;
-  if (desc->ordinal >= groups) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-  if (desc->index >= (desc->ordinal == 0 ? 4u : 1u)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-  *out = reinterpret_cast<ze_command_list_handle_t>(new CommandList{desc->ordinal == 1});
-  ++g_live.command_lists;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL CommandListDestroy(ze_command_list_handle_t cl) {
-  delete reinterpret_cast<CommandList*>(cl);
-  --g_live.command_lists;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL AppendBarrier(ze_command_list_handle_t cl, ze_event_handle_t signal,
-                                     std::uint32_t n, ze_event_handle_t* waits) {
-  std::lock_guard lock(g_mutex);
-  return command(cl, signal, n, waits, [] { return ZE_RESULT_SUCCESS; });
-}
-ze_result_t ZE_APICALL AppendMemoryCopy(ze_command_list_handle_t cl, void* dst, const void* src,
-                                        std::size_t size, ze_event_handle_t signal,
-                                        std::uint32_t n, ze_event_handle_t* waits) {
-  std::lock_guard lock(g_mutex);
-  return command(cl, signal, n, waits, [&] {
-    if (!copy_side_ok(dst, size) || !copy_side_ok(src, size))
-      return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "copy outside a device allocation");
-    std::memcpy(dst, src, size);
-    return ZE_RESULT_SUCCESS;
-  });
-}
-ze_result_t ZE_APICALL AppendMemoryFill(ze_command_list_handle_t cl, void* dst, const void* pattern,
-                                        std::size_t pattern_size, std::size_t size,
-                                        ze_event_handle_t signal, std::uint32_t n,
-                                        ze_event_handle_t* waits) {
-  std::lock_guard lock(g_mutex);
-  return command(cl, signal, n, waits, [&] {
-    if (!copy_side_ok(dst, size) || pattern_size == 0 || size % pattern_size != 0)
-      return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "bad fill");
-    auto* d = static_cast<unsigned char*>(dst);
-    for (std::size_t i = 0; i < size; i += pattern_size) std::memcpy(d + i, pattern, pattern_size);
-    return ZE_RESULT_SUCCESS;
-  });
-}
-ze_result_t ZE_APICALL AppendSignalEvent(ze_command_list_handle_t cl, ze_event_handle_t e) {
-  std::lock_guard lock(g_mutex);
-  return command(cl, e, 0, nullptr, [] { return ZE_RESULT_SUCCESS; });
-}
-ze_result_t ZE_APICALL AppendWaitOnEvents(ze_command_list_handle_t cl, std::uint32_t n, ze_event_handle_t* w) {
-  std::lock_guard lock(g_mutex);
-  return command(cl, nullptr, n, w, [] { return ZE_RESULT_SUCCESS; });
-}
-ze_result_t ZE_APICALL AppendEventReset(ze_command_list_handle_t cl, ze_event_handle_t e) {
-  std::lock_guard lock(g_mutex);
-  if (cl == nullptr || e == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-  reinterpret_cast<Event*>(e)->signaled = false;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL AppendLaunchKernel(ze_command_list_handle_t cl, ze_kernel_handle_t k,
-                                          const ze_group_count_t* groups, ze_event_handle_t signal,
-                                          std::uint32_t n, ze_event_handle_t* waits) {
-  std::lock_guard lock(g_mutex);
-  if (cl != nullptr && reinterpret_cast<CommandList*>(cl)->copy_only)
-    return complain(ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE, "kernel launched on a copy-only list");
-  return command(cl, signal, n, waits, [&] {
-    auto& launch = reinterpret_cast<Kernel*>(k)->launch;
-    launch.groups = *groups;
-    return run_kernel(launch);
-  });
-}
-
-// ---------------------------------------------------------------- events
-ze_result_t ZE_APICALL EventPoolCreate(ze_context_handle_t, const ze_event_pool_desc_t* desc,
-                                       std::uint32_t, ze_device_handle_t*, ze_event_pool_handle_t* out) {
-  *out = reinterpret_cast<ze_event_pool_handle_t>(
-      new EventPool{(desc->flags & ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP) != 0, desc->count});
-  ++g_live.event_pools;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL EventPoolDestroy(ze_event_pool_handle_t p) {
-  delete reinterpret_cast<EventPool*>(p);
-  --g_live.event_pools;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL EventCreate(ze_event_pool_handle_t p, const ze_event_desc_t* desc, ze_event_handle_t* out) {
-  auto* pool = reinterpret_cast<EventPool*>(p);
-  if (desc->index >= pool->count) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-  *out = reinterpret_cast<ze_event_handle_t>(new Event{pool});
-  ++g_live.events;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL EventDestroy(ze_event_handle_t e) {
-  delete reinterpret_cast<Event*>(e);
-  --g_live.events;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL EventHostSignal(ze_event_handle_t e) {
-  std::lock_guard lock(g_mutex);
-  reinterpret_cast<Event*>(e)->signaled = true;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL EventHostSynchronize(ze_event_handle_t e, std::uint64_t) {
-  std::lock_guard lock(g_mutex);
-  if (reinterpret_cast<Event*>(e)->signaled) return ZE_RESULT_SUCCESS;
-  return complain(ZE_RESULT_NOT_READY, "host waits for an event nothing will signal");
-}
-ze_result_t ZE_APICALL EventQueryStatus(ze_event_handle_t e) {
-  std::lock_guard lock(g_mutex);
-  return reinterpret_cast<Event*>(e)->signaled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY;
-}
-ze_result_t ZE_APICALL EventHostReset(ze_event_handle_t e) {
-  std::lock_guard lock(g_mutex);
-  reinterpret_cast<Event*>(e)->signaled = false;
-  return ZE_RESULT_SUCCESS;
-}
-ze_result_t ZE_APICALL EventQueryKernelTimestamp(ze_event_handle_t h, ze_kernel_timestamp_result_t* out) {
-  std::lock_guard lock(g_mutex);
-  auto* e = reinterpret_cast<Event*>(h);
-  if (!e->pool->timestamps) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-  if (!e->signaled) return ZE_RESULT_NOT_READY;
-  out->global.kernelStart = out->context.kernelStart = e->start;
-  out->global.kernelEnd = out->context.kernelEnd = e->end;
   return ZE_RESULT_SUCCESS;
 }
 
@@ -516,6 +337,11 @@ bool spirv_entry_points(const std::uint8_t* bytes, std::size_t size, std::set<st
   }
   return true;
 }
+struct BuildLog {
+  std::string text;
+};
+// The SPIR-V is checked for its entry points, then (unless FAKE_ZE_KERNELS=cpu) handed to
+// PoCL: a module PoCL cannot build fails here, with PoCL's log as the build log.
 ze_result_t ZE_APICALL ModuleCreate(ze_context_handle_t, ze_device_handle_t, const ze_module_desc_t* desc,
                                     ze_module_handle_t* out, ze_module_build_log_handle_t* log) {
   if (log != nullptr) *log = nullptr;
@@ -523,6 +349,15 @@ ze_result_t ZE_APICALL ModuleCreate(ze_context_handle_t, ze_device_handle_t, con
   if (desc->format != ZE_MODULE_FORMAT_IL_SPIRV ||
       !spirv_entry_points(desc->pInputModule, desc->inputSize, &module->kernels))
     return complain(ZE_RESULT_ERROR_INVALID_NATIVE_BINARY, "module is not SPIR-V");
+  if (std::strcmp(kernel_executor(), "pocl") == 0) {
+    std::string why;
+    module->program = pocl_program(desc->pInputModule, desc->inputSize, &why);
+    if (module->program == nullptr) {
+      if (log != nullptr)
+        *log = reinterpret_cast<ze_module_build_log_handle_t>(new BuildLog{"fake-ze (PoCL): " + why});
+      return complain(ZE_RESULT_ERROR_MODULE_BUILD_FAILURE, "PoCL cannot build the module: " + why);
+    }
+  }
   *out = reinterpret_cast<ze_module_handle_t>(module.release());
   ++g_live.modules;
   return ZE_RESULT_SUCCESS;
@@ -532,28 +367,36 @@ ze_result_t ZE_APICALL ModuleDestroy(ze_module_handle_t m) {
   --g_live.modules;
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL BuildLogDestroy(ze_module_build_log_handle_t) { return ZE_RESULT_SUCCESS; }
-ze_result_t ZE_APICALL BuildLogGetString(ze_module_build_log_handle_t, std::size_t* size, char* s) {
-  if (s != nullptr && *size > 0) s[0] = '\0';
-  *size = 1;
+ze_result_t ZE_APICALL BuildLogDestroy(ze_module_build_log_handle_t l) {
+  delete reinterpret_cast<BuildLog*>(l);
+  return ZE_RESULT_SUCCESS;
+}
+ze_result_t ZE_APICALL BuildLogGetString(ze_module_build_log_handle_t l, std::size_t* size, char* s) {
+  const std::string& text = reinterpret_cast<BuildLog*>(l)->text;
+  if (s != nullptr && *size > 0) std::snprintf(s, *size, "%s", text.c_str());
+  *size = text.size() + 1;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL KernelCreate(ze_module_handle_t m, const ze_kernel_desc_t* desc, ze_kernel_handle_t* out) {
-  if (reinterpret_cast<Module*>(m)->kernels.count(desc->pKernelName) == 0)
-    return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
-  auto* k = new Kernel;
-  k->launch.name = desc->pKernelName;
+  const auto* module = reinterpret_cast<Module*>(m);
+  if (module->kernels.count(desc->pKernelName) == 0) return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
+  if (!kernel_known(desc->pKernelName))
+    return complain(ZE_RESULT_ERROR_INVALID_KERNEL_NAME,
+                    std::string("no launch check for kernel '") + desc->pKernelName + "'");
+  auto* k = new KernelLaunch;
+  k->name = desc->pKernelName;
+  k->program = module->program;
   *out = reinterpret_cast<ze_kernel_handle_t>(k);
   ++g_live.kernels;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL KernelDestroy(ze_kernel_handle_t k) {
-  delete reinterpret_cast<Kernel*>(k);
+  delete reinterpret_cast<KernelLaunch*>(k);
   --g_live.kernels;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t ZE_APICALL KernelSetGroupSize(ze_kernel_handle_t k, std::uint32_t x, std::uint32_t y, std::uint32_t z) {
-  auto& l = reinterpret_cast<Kernel*>(k)->launch;
+  auto& l = *reinterpret_cast<KernelLaunch*>(k);
   l.group_size[0] = x;
   l.group_size[1] = y;
   l.group_size[2] = z;
@@ -561,7 +404,7 @@ ze_result_t ZE_APICALL KernelSetGroupSize(ze_kernel_handle_t k, std::uint32_t x,
 }
 ze_result_t ZE_APICALL KernelSetArgumentValue(ze_kernel_handle_t k, std::uint32_t index,
                                               std::size_t size, const void* value) {
-  auto& args = reinterpret_cast<Kernel*>(k)->launch.args;
+  auto& args = reinterpret_cast<KernelLaunch*>(k)->args;
   if (index >= 32) return ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX;
   if (args.size() <= index) args.resize(index + 1);
   const auto* b = static_cast<const std::uint8_t*>(value);
@@ -570,6 +413,28 @@ ze_result_t ZE_APICALL KernelSetArgumentValue(ze_kernel_handle_t k, std::uint32_
 }
 
 }  // namespace
+
+void drain_quarantine(Context* ctx) {
+  if (ctx->pending > 0) return;
+  for (void* p : ctx->quarantine) {
+    race_unmark_freed(reinterpret_cast<std::uintptr_t>(p));
+    std::free(p);
+  }
+  ctx->quarantine.clear();
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+long long env_num(const char* name, long long fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && v[0] != '\0') ? std::atoll(v) : fallback;
+}
+ze_result_t complain(ze_result_t r, const std::string& what) {
+  std::fprintf(stderr, "fake-ze: %s\n", what.c_str());
+  return r;
+}
 
 bool is_device_range(const void* p, std::size_t bytes) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
@@ -598,30 +463,6 @@ void fake_fill(ze_context_dditable_t* t) {
   t->pfnCreate = ContextCreate;
   t->pfnDestroy = ContextDestroy;
   t->pfnGetStatus = ContextGetStatus;
-}
-void fake_fill(ze_command_list_dditable_t* t) {
-  t->pfnCreateImmediate = CommandListCreateImmediate;
-  t->pfnDestroy = CommandListDestroy;
-  t->pfnAppendBarrier = AppendBarrier;
-  t->pfnAppendMemoryCopy = AppendMemoryCopy;
-  t->pfnAppendMemoryFill = AppendMemoryFill;
-  t->pfnAppendSignalEvent = AppendSignalEvent;
-  t->pfnAppendWaitOnEvents = AppendWaitOnEvents;
-  t->pfnAppendEventReset = AppendEventReset;
-  t->pfnAppendLaunchKernel = AppendLaunchKernel;
-}
-void fake_fill(ze_event_pool_dditable_t* t) {
-  t->pfnCreate = EventPoolCreate;
-  t->pfnDestroy = EventPoolDestroy;
-}
-void fake_fill(ze_event_dditable_t* t) {
-  t->pfnCreate = EventCreate;
-  t->pfnDestroy = EventDestroy;
-  t->pfnHostSignal = EventHostSignal;
-  t->pfnHostSynchronize = EventHostSynchronize;
-  t->pfnQueryStatus = EventQueryStatus;
-  t->pfnHostReset = EventHostReset;
-  t->pfnQueryKernelTimestamp = EventQueryKernelTimestamp;
 }
 void fake_fill(ze_module_dditable_t* t) {
   t->pfnCreate = ModuleCreate;

@@ -1,20 +1,28 @@
-// The fake Level Zero driver's internals shared by its three files. The driver is a test
-// fixture: a shared library the real loader loads through ZE_ENABLE_ALT_DRIVERS, that copies
-// with memcpy, runs kernels by name with zob::cpu and serves the zex import functions.
+// The fake Level Zero driver's internals shared by its files. The driver is a test fixture: a
+// shared library the real loader loads through ZE_ENABLE_ALT_DRIVERS. It behaves like an
+// asynchronous device: every immediate command list executes its commands on its own worker
+// thread, in submission order; events are signaled when the work is done and host waits block
+// until then. Kernels run the module's SPIR-V on PoCL (fake_pocl.cpp), or, when asked with
+// FAKE_ZE_KERNELS=cpu, the zob::cpu reference. A happens-before checker (fake_race.cpp) turns
+// any two commands that touch the same bytes without an event ordering them into an error.
 #pragma once
 #include <level_zero/zes_ddi.h>
 #include <level_zero/zet_ddi.h>
 #include <level_zero/ze_ddi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace fake_ze {
 
-// Table fillers (fake_driver.cpp) for the tables the backend uses.
+// Table fillers for the tables the backend uses (fake_driver.cpp, fake_queue.cpp).
 void fake_fill(ze_global_dditable_t* t);
 void fake_fill(ze_driver_dditable_t* t);
 void fake_fill(ze_device_dditable_t* t);
@@ -27,21 +35,108 @@ void fake_fill(ze_module_build_log_dditable_t* t);
 void fake_fill(ze_kernel_dditable_t* t);
 void fake_fill(ze_mem_dditable_t* t);
 
+bool env_flag(const char* name);
+long long env_num(const char* name, long long fallback);
+// Prints "fake-ze: what" on stderr and returns r.
+ze_result_t complain(ze_result_t r, const std::string& what);
+
+
+// One lock for the whole fake, and one condition variable that is notified whenever an event
+// is signaled, a command is queued or a context is lost: the state is plain maps, and the
+// fake's speed does not matter.
+extern std::mutex g_mutex;
+extern std::condition_variable g_cv;
+
+// Happens-before as a vector clock: list id -> number of that list's commands known complete.
+using Clock = std::map<int, std::uint64_t>;
+void join(Clock& into, const Clock& from);
+
+struct Context {
+  long device_allocs = 0;
+  std::string lost;  // set when a command fails: every later call reports DEVICE_LOST
+  Clock host;        // the commands the host has seen complete (through an event)
+  int pending = 0;   // commands queued or running on the context's lists
+  // Memory zeMemFree'd while commands were pending: freed for real once none is, so a queued
+  // command that outlived its buffer is reported (fake_race.cpp) instead of corrupting the heap.
+  std::vector<void*> quarantine;
+};
+// Frees the quarantine when nothing is pending (caller holds g_mutex).
+void drain_quarantine(Context* ctx);
+// Marks the context lost (first reason printed once) and wakes every waiter. Holds g_mutex.
+void lose_context(Context* ctx, const std::string& why);
+
+struct EventPool {
+  Context* ctx;
+  bool timestamps;
+  std::uint32_t count;
+};
+struct Event {
+  EventPool* pool = nullptr;
+  bool signaled = false;
+  int pending_signals = 0;  // appended commands that will signal it, not yet executed
+  std::uint64_t start = 0, end = 0;
+  Clock clock;  // the signaling list's clock when it was signaled
+};
+
+// A range of memory one command reads or writes (device or host addresses alike).
+struct Access {
+  std::uintptr_t begin, end;
+  bool write;
+};
+
+// The device clock: Intel's usual 52.083 ns tick, kernel timestamps 32 bits wide.
+inline constexpr std::uint64_t kTimerHz = 19'200'000;
+inline constexpr std::uint32_t kTimestampBits = 32;
+inline constexpr std::uint64_t kTimestampMask = (std::uint64_t{1} << kTimestampBits) - 1;
+
+// A kernel handle is a KernelLaunch: name, program and the arguments set so far.
 struct KernelLaunch {
   std::string name;
+  void* program = nullptr;  // pocl_program() of the module; null with FAKE_ZE_KERNELS=cpu
   std::vector<std::vector<std::uint8_t>> args;  // bytes given to zeKernelSetArgumentValue
   std::uint32_t group_size[3] = {1, 1, 1};
   ze_group_count_t groups{};
 };
 
+// A checked launch (fake_kernels.cpp): what it touches, which arguments are pointers, and
+// the zob::cpu reference that computes the same thing.
+struct KernelPlan {
+  std::string error;  // non-empty: the launch is wrong (message says why)
+  std::vector<Access> accesses;
+  std::vector<std::uint32_t> pointer_args;
+  std::function<void()> cpu;
+};
+KernelPlan plan_kernel(const KernelLaunch& launch);
+bool kernel_known(const std::string& name);
+
 // True when [p, p+bytes) lies inside one device allocation (kernels may touch nothing else:
-// not host allocations, not imported or memmapped host memory).
+// not host allocations, not imported or memmapped host memory). Caller holds g_mutex.
 bool is_device_range(const void* p, std::size_t bytes);
 
-// Runs the kernel with zob::cpu. Returns an error (and prints why on stderr) for an unknown
-// name, a wrong argument size, a launch that does not cover the problem, or a pointer
-// argument outside device memory.
-ze_result_t run_kernel(const KernelLaunch& launch);
+// ---- PoCL (fake_pocl.cpp): the module's SPIR-V, translated back to LLVM IR by the same
+// llvm-spirv that produced it, built by PoCL, launched with the Level Zero geometry.
+// Which executor runs kernels: "pocl" (default) or "cpu" (FAKE_ZE_KERNELS=cpu).
+const char* kernel_executor();
+// Builds (or finds in the process-wide cache) the program for a SPIR-V module. Returns an
+// opaque program, or nullptr with *log saying why.
+void* pocl_program(const std::uint8_t* spirv, std::size_t size, std::string* log);
+// Runs one launch on PoCL; "" or why it failed. Called on a list's worker, without g_mutex.
+std::string pocl_run(void* program, const KernelLaunch& launch, const KernelPlan& plan);
+
+// ---- happens-before checking (fake_race.cpp); all under g_mutex.
+// Records the accesses of one command executed on list `list` at clock `now` (its own entry
+// already counts the command). Returns "" or a description of the unordered pair.
+std::string race_check(const std::vector<Access>& accesses, int list, const Clock& now,
+                       const std::string& what);
+// The host freed [p, p+bytes): any access not known complete by the host is a race.
+std::string race_check_free(std::uintptr_t p, std::size_t bytes, const Clock& host);
+// Forget accesses the host has seen complete: nothing appended later can race with them.
+void race_forget(const Clock& host);
+void race_forget_list(int list);  // the list is destroyed
+// [p, p+bytes) was freed while commands were pending: any later access is an error, until
+// the memory is really freed (race_unmark_freed).
+void race_mark_freed(std::uintptr_t p, std::size_t bytes);
+void race_unmark_freed(std::uintptr_t p);
 
 // Objects the driver handed out and that were not given back yet. Atomics with constant
 // initialisation and no destructor, so the at-exit leak report (fake_hooks.cpp) can read them

@@ -75,7 +75,8 @@ TEST(LevelZeroDevice, TracksMemoryInUseAndPeak) {
 }
 
 TEST(LevelZeroDevice, AllocationFailureIsOutOfMemory) {
-  ScopedEnv limit("FAKE_ZE_FAIL_ALLOC_AFTER", "1");
+  // The device's own first allocation is sum()'s scratch, at creation: the caller's second fails.
+  ScopedEnv limit("FAKE_ZE_FAIL_ALLOC_AFTER", "2");
   LevelZeroDevice dev(0);
   void* first = dev.allocate(1000);
   auto e = device_error([&] { dev.allocate(2000); });
@@ -103,10 +104,98 @@ TEST(LevelZeroDevice, CopiesAreOrderedAcrossQueuesByEvents) {
   dev.copy_to_host(Queue::d2h, back.data(), d, n);
   dev.synchronize();
   std::fill(src.begin() + 100, src.begin() + 150, 0);
-  EXPECT_EQ(back, src);
-  dev.record(*uploaded, Queue::compute);  // re-recording an event
+  EXPECT_TRUE(back == src) << "bytes differ";
+  // Re-recording an event: a host wait on it covers the work before the new record, not
+  // the old signal (the copy is delayed by the fake: a stale signal reads old bytes).
+  std::vector<unsigned char> again(n, 0);
+  dev.copy_to_host(Queue::compute, again.data(), d, n);
+  dev.record(*uploaded, Queue::compute);
   dev.event_synchronize(*uploaded);
+  EXPECT_TRUE(again == src) << "bytes differ after the re-record";
   dev.deallocate(d);
+}
+
+// The step's pattern: a kernel on the compute queue produces a buffer, the d2h queue waits for
+// an event recorded after it and copies the buffer out (different lists, different engines).
+TEST(LevelZeroDevice, TheCopyQueueWaitsForAKernelOnTheComputeQueue) {
+  LevelZeroDevice dev(0);
+  std::mt19937 rng{std::random_device{}()};
+  const std::size_t n = 3000;
+  std::vector<float> f(n);
+  for (auto& v : f) v = std::uniform_real_distribution<float>(-9.f, 9.f)(rng);
+  auto* d = static_cast<float*>(dev.allocate(n * 4));
+  auto* h = static_cast<bf16*>(dev.allocate(n * 2));
+  dev.copy_to_device(Queue::h2d, d, f.data(), n * 4);
+  dev.synchronize();
+  auto produced = dev.create_event();
+  dev.cast_f32_to_bf16(d, h, static_cast<std::int64_t>(n), Queue::compute);
+  dev.record(*produced, Queue::compute);
+  dev.queue_wait(Queue::d2h, *produced);
+  std::vector<bf16> got(n);
+  dev.copy_to_host(Queue::d2h, got.data(), h, n * 2);
+  dev.synchronize();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i].bits, f32_to_bf16(f[i]).bits) << i;
+  dev.deallocate(d);
+  dev.deallocate(h);
+}
+
+// A queue moves between its copy list and its kernel list: each move must wait for what is
+// already on the other list (enter() in lanes.cpp), copy -> cast kernel -> copy.
+TEST(LevelZeroDevice, AQueueStaysInOrderAcrossItsCopyAndKernelLists) {
+  LevelZeroDevice dev(0);
+  std::mt19937 rng{std::random_device{}()};
+  const std::size_t n = 5000;
+  std::vector<float> f(n);
+  for (auto& v : f) v = std::uniform_real_distribution<float>(-9.f, 9.f)(rng);
+  auto* d = static_cast<float*>(dev.allocate(n * 4));
+  auto* h = static_cast<bf16*>(dev.allocate(n * 2));
+  for (Queue q : {Queue::h2d, Queue::d2h, Queue::compute}) {
+    std::vector<bf16> got(n);
+    dev.copy_to_device(q, d, f.data(), n * 4);
+    dev.cast_f32_to_bf16(d, h, static_cast<std::int64_t>(n), q);
+    dev.copy_to_host(q, got.data(), h, n * 2);
+    dev.synchronize();
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i].bits, f32_to_bf16(f[i]).bits) << to_string(q) << " " << i;
+    f[rng() % n] += 1.0f;  // the next round must not pass on the previous round's values
+  }
+  dev.deallocate(d);
+  dev.deallocate(h);
+}
+
+// event_synchronize is the only wait before the host reads: the copy behind the event must be
+// complete (the fake delays every copy, so a read that does not wait sees the old bytes).
+TEST(LevelZeroDevice, EventSynchronizeWaitsForTheWorkBeforeTheEvent) {
+  LevelZeroDevice dev(0);
+  std::mt19937 rng{std::random_device{}()};
+  const std::size_t n = 2 * kPage + 17;
+  std::vector<unsigned char> src(n), back(n, 0);
+  for (auto& b : src) b = static_cast<unsigned char>(rng() | 1);
+  void* d = dev.allocate(n);
+  auto done = dev.create_event();
+  dev.copy_to_device(Queue::d2h, d, src.data(), n);
+  dev.copy_to_host(Queue::d2h, back.data(), d, n);
+  dev.record(*done, Queue::d2h);
+  dev.event_synchronize(*done);
+  EXPECT_TRUE(back == src) << "bytes differ";
+  dev.synchronize();
+  dev.deallocate(d);
+}
+
+// The device's destructor finishes the queued work before it frees memory and destroys its
+// lists: a copy to the host queued just before is complete afterwards.
+TEST(LevelZeroDevice, DestroyingTheDeviceFinishesQueuedWork) {
+  std::mt19937 rng{std::random_device{}()};
+  const std::size_t n = 3 * kPage;
+  std::vector<unsigned char> src(n), back(n, 0);
+  for (auto& b : src) b = static_cast<unsigned char>(rng() | 1);
+  {
+    LevelZeroDevice dev(0);
+    void* d = dev.allocate(n);
+    dev.copy_to_device(Queue::h2d, d, src.data(), n);
+    dev.copy_to_host(Queue::h2d, back.data(), d, n);
+    dev.copy_to_device(Queue::h2d, d, src.data(), n);  // more work queued behind it
+  }
+  EXPECT_TRUE(back == src) << "bytes differ";
 }
 
 TEST(LevelZeroDevice, ImportRegistersVerifiesAndReleases) {
@@ -198,7 +287,7 @@ TEST(LevelZeroDevice, AllocateHostIsUsableForCopies) {
   dev.synchronize();
   dev.copy_to_host(Queue::d2h, back.data(), d, n);
   dev.synchronize();
-  EXPECT_EQ(back, want);
+  EXPECT_TRUE(back == want) << "bytes differ";
   dev.deallocate(d);
   dev.deallocate_host(h);
 }

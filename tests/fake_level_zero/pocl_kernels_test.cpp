@@ -154,8 +154,14 @@ void expect_close(const std::vector<bf16>& got, const std::vector<bf16>& want, f
 
 constexpr float kBf16Ulp = 1.0f / 128;  // one bf16 ulp, relative (8 significant bits)
 
+// Work-items along one dimension for `count` elements, `per_item` each (launch geometry).
+std::size_t items_for(std::int64_t count, std::int64_t per_item) {
+  return static_cast<std::size_t>((count + per_item - 1) / per_item);
+}
+
 TEST_F(PoCL, GemmAllTransposes) {
-  const std::int64_t m = 37, n = 45, k = 70, pad = 5;
+  // Several 64x64 blocks, each dimension with a partial block.
+  const std::int64_t m = 150, n = 131, k = 70, pad = 5;
   for (int t = 0; t < 4; ++t) {
     const bool ta = t & 1, tb = t & 2;
     const std::int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
@@ -165,7 +171,8 @@ TEST_F(PoCL, GemmAllTransposes) {
     cl_mem da = upload(a), db = upload(b), dc = upload(c);
     const cl_int ita = ta, itb = tb;
     const cl_long lm = m, ln = n, lk = k, la = lda, lb = ldb, lc = ldc;
-    run("gemm", "gemm", {static_cast<std::size_t>(n), static_cast<std::size_t>(m)}, {16, 16}, ita, itb, lm, ln, lk, da, la, db, lb, dc, lc);
+    // A 16x16 work-group per 64x64 block of C.
+    run("gemm", "gemm", {items_for(n, 64) * 16, items_for(m, 64) * 16}, {16, 16}, ita, itb, lm, ln, lk, da, la, db, lb, dc, lc);
     cpu::gemm(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, nullptr);
     // fp32 sums of 70 products in another order, then one rounding: one bf16 ulp plus a little.
     expect_close(download<bf16>(dc, c.size()), c, kBf16Ulp, 1e-3f, ta ? (tb ? "TT" : "TN") : (tb ? "NT" : "NN"));
@@ -210,26 +217,26 @@ TEST_F(PoCL, Elementwise) {
   std::vector<bf16> act(static_cast<std::size_t>(n)), dpre(static_cast<std::size_t>(n));
   cl_mem dy = upload(y), db = upload(bias), dother = upload(other), dact = upload(act), ddpre = upload(dpre);
 
-  run("elementwise", "bias_add", {static_cast<std::size_t>(n), 1}, {kWg, 1}, dy, db, lr, lc);
+  run("elementwise", "bias_add", {items_for(n, 4), 1}, {kWg, 1}, dy, db, lr, lc);
   cpu::bias_add(y.data(), bias.data(), rows, cols, nullptr);
   expect_exact(download<bf16>(dy, y.size()), y, "bias_add");
 
-  run("elementwise", "bias_gelu_forward", {static_cast<std::size_t>(n), 1}, {kWg, 1}, dy, db, dact, lr, lc);
+  run("elementwise", "bias_gelu_forward", {items_for(n, 4), 1}, {kWg, 1}, dy, db, dact, lr, lc);
   cpu::bias_gelu_forward(y.data(), bias.data(), act.data(), rows, cols, nullptr);
   expect_exact(download<bf16>(dy, y.size()), y, "bias_gelu_forward pre");
   expect_close(download<bf16>(dact, act.size()), act, kBf16Ulp, 1e-6f, "bias_gelu_forward act (erf)");
 
-  run("elementwise", "gelu_backward", {static_cast<std::size_t>(n), 1}, {kWg, 1}, dother, dy, ddpre, ln);
+  run("elementwise", "gelu_backward", {items_for(n, 4), 1}, {kWg, 1}, dother, dy, ddpre, ln);
   cpu::gelu_backward(other.data(), y.data(), dpre.data(), n, nullptr);
   expect_close(download<bf16>(ddpre, dpre.size()), dpre, kBf16Ulp, 1e-6f, "gelu_backward (erf, exp)");
 
-  run("elementwise", "residual_add", {static_cast<std::size_t>(n), 1}, {kWg, 1}, dy, dother, ln);
+  run("elementwise", "residual_add", {items_for(n, 4), 1}, {kWg, 1}, dy, dother, ln);
   cpu::residual_add(y.data(), other.data(), n, nullptr);
   expect_exact(download<bf16>(dy, y.size()), y, "residual_add");
 
   const cl_float value = std::uniform_real_distribution<float>(-3.f, 3.f)(rng);
   const cl_long nfill = n - 7;
-  run("elementwise", "fill_bf16", {static_cast<std::size_t>(nfill), 1}, {kWg, 1}, dy, value, nfill);
+  run("elementwise", "fill_bf16", {items_for(nfill, 4), 1}, {kWg, 1}, dy, value, nfill);
   cpu::fill(y.data(), value, nfill, nullptr);
   expect_exact(download<bf16>(dy, y.size()), y, "fill");
 }
@@ -246,8 +253,8 @@ TEST_F(PoCL, CastsKeepRoundingAndNaNRules) {
   std::vector<float> back(static_cast<std::size_t>(n));
   cl_mem df = upload(f), dh = upload(h), dback = upload(back);
   const cl_long ln = n;
-  run("elementwise", "cast_f32_to_bf16", {static_cast<std::size_t>(n), 1}, {kWg, 1}, df, dh, ln);
-  run("elementwise", "cast_bf16_to_f32", {static_cast<std::size_t>(n), 1}, {kWg, 1}, dh, dback, ln);
+  run("elementwise", "cast_f32_to_bf16", {items_for(n, 4), 1}, {kWg, 1}, df, dh, ln);
+  run("elementwise", "cast_bf16_to_f32", {items_for(n, 4), 1}, {kWg, 1}, dh, dback, ln);
   cpu::cast_f32_to_bf16(f.data(), h.data(), n, nullptr);
   cpu::cast_bf16_to_f32(h.data(), back.data(), n, nullptr);
   expect_exact(download<bf16>(dh, h.size()), h, "cast_f32_to_bf16");
@@ -256,7 +263,7 @@ TEST_F(PoCL, CastsKeepRoundingAndNaNRules) {
 }
 
 TEST_F(PoCL, Reductions) {
-  const std::int64_t rows = 64, cols = 700;
+  const std::int64_t rows = 64, cols = 703;  // n % 4 != 0: the vector loads' tail
   auto x = random_bf16(std::size_t(rows * cols), rng);
   std::vector<bf16> col(static_cast<std::size_t>(cols));
   std::vector<float> result(1, 0.f);
@@ -265,7 +272,12 @@ TEST_F(PoCL, Reductions) {
   run("reduce", "column_sum", {static_cast<std::size_t>(cols), 1}, {kWg, 1}, dx, dcol, lr, lc);
   cpu::column_sum(x.data(), col.data(), rows, cols, nullptr);
   expect_exact(download<bf16>(dcol, col.size()), col, "column_sum (rows in order)");
-  run("reduce", "sum_bf16", {kWg, 1}, {kWg, 1}, dx, ln, dres);
+  // The backend's two launches: partial sums of chunks, then one group adds them.
+  const cl_long groups = 3, chunk = (ln + groups - 1) / groups;
+  std::vector<float> partials(static_cast<std::size_t>(groups), 0.f);
+  cl_mem dpart = upload(partials);
+  run("reduce", "sum_bf16_partial", {kWg * static_cast<std::size_t>(groups), 1}, {kWg, 1}, dx, ln, chunk, dpart);
+  run("reduce", "sum_partials", {kWg, 1}, {kWg, 1}, dpart, groups, dres);
   float want = 0, magnitude = 0;
   cpu::sum(x.data(), ln, &want, nullptr);
   for (auto v : x) magnitude += std::fabs(bf16_to_f32(v));

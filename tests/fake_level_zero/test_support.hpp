@@ -1,6 +1,7 @@
 // Helpers shared by the Level Zero tests: environment switches of the fake driver, random
 // data, and device buffers on a LevelZeroDevice.
 #pragma once
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -41,6 +42,21 @@ inline std::vector<bf16> random_bf16(std::size_t n, std::mt19937& rng, float lo 
 
 inline bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0;
+}
+
+inline constexpr float kBf16Ulp = 1.0f / 128;  // one bf16 ulp, relative (8 significant bits)
+
+// Elements outside |got - want| <= rel * |want| + abs (the kernels on PoCL against zob::cpu:
+// another summation order, another libm).
+inline std::size_t count_far(const std::vector<bf16>& got, const std::vector<bf16>& want,
+                             float rel, float abs) {
+  if (got.size() != want.size()) return got.size() + want.size();
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float g = bf16_to_f32(got[i]), w = bf16_to_f32(want[i]);
+    if (!(std::fabs(g - w) <= rel * std::fabs(w) + abs)) ++bad;
+  }
+  return bad;
 }
 
 // A device allocation holding a copy of host data; read() copies back and synchronizes.

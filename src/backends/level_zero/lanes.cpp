@@ -1,4 +1,5 @@
 // LevelZeroDevice: copies, events and kernel launches on the three queues (lanes).
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -9,10 +10,8 @@
 namespace zob {
 namespace l0 {
 
-constexpr std::uint32_t kWg = 256;  // ZOB_WG in kernels/bf16.h
-constexpr std::uint32_t kTile = 16;  // TILE in kernels/gemm.cl
 constexpr KernelInfo kKernels[] = {
-    {"gemm", "gemm", {kTile, kTile}},
+    {"gemm", "gemm", {kGemmWg, kGemmWg}},
     {"embedding_forward", "embedding", {kWg, 1}},
     {"embedding_backward", "embedding", {kWg, 1}},
     {"bias_add", "elementwise", {kWg, 1}},
@@ -23,7 +22,8 @@ constexpr KernelInfo kKernels[] = {
     {"cast_f32_to_bf16", "elementwise", {kWg, 1}},
     {"cast_bf16_to_f32", "elementwise", {kWg, 1}},
     {"column_sum", "reduce", {kWg, 1}},
-    {"sum_bf16", "reduce", {kWg, 1}},
+    {"sum_bf16_partial", "reduce", {kWg, 1}},
+    {"sum_partials", "reduce", {kWg, 1}},
 };
 static_assert(std::size(kKernels) == static_cast<std::size_t>(KernelId::count));
 
@@ -65,6 +65,20 @@ ze_event_handle_t Shared::acquire_event() {
   auto* e = free_.back();
   free_.pop_back();
   return e;
+}
+
+void Shared::retire_event(ze_event_handle_t e) noexcept {
+  std::lock_guard lock(mutex_);
+  retired_.push_back(e);
+}
+
+void Shared::reclaim_retired() noexcept {
+  std::vector<ze_event_handle_t> done;
+  {
+    std::lock_guard lock(mutex_);
+    done.swap(retired_);
+  }
+  for (auto* e : done) release_event(e);
 }
 
 void Shared::release_event(ze_event_handle_t e) noexcept {
@@ -138,8 +152,7 @@ void LevelZeroDevice::record(DeviceEvent& event, Queue q) {
   Lane& lane = lanes_[static_cast<int>(q)];
   auto* list = lane.current != nullptr ? lane.current : lane.copy_list;
   lane.current = list;
-  // A re-recorded event is reset in queue order, so waiters of the previous record are served.
-  if (e.recorded) ZE_CHECK(zeCommandListAppendEventReset(list, e.handle()));
+  if (e.recorded) e.renew();
   ZE_CHECK_D(zeCommandListAppendBarrier(list, e.handle(), 0, nullptr), to_string(q));
   e.recorded = true;
 }
@@ -187,9 +200,10 @@ void LevelZeroDevice::synchronize() {
   }
   for (auto* e : done)
     ZE_CHECK(zeEventHostSynchronize(e, std::numeric_limits<std::uint64_t>::max()));
-  // Everything is complete: the ordering events can be reused.
+  // Everything is complete: the ordering events and retired user events can be reused.
   for (auto* e : internal_in_flight_) shared_->release_event(e);
   internal_in_flight_.clear();
+  shared_->reclaim_retired();
 }
 
 // ---------------------------------------------------------------- kernels
@@ -207,9 +221,11 @@ void LevelZeroDevice::launch(Queue q, KernelId id, std::array<std::uint32_t, 3> 
              std::string(ki.name) + " on " + to_string(q));
 }
 
-void LevelZeroDevice::launch_1d(Queue q, KernelId id, std::int64_t items,
+// One work-item per `per_item` elements, in work-groups of kWg.
+void LevelZeroDevice::launch_1d(Queue q, KernelId id, std::int64_t n, std::int64_t per_item,
                                 const std::vector<std::pair<std::size_t, const void*>>& args) {
-  if (items <= 0) return;
+  if (n <= 0) return;
+  const std::int64_t items = (n + per_item - 1) / per_item;
   launch(q, id, {l0::groups_for(items, l0::kWg, l0::kernel_info(id).name), 1, 1}, args);
 }
 
@@ -219,7 +235,7 @@ void LevelZeroDevice::gemm(const GemmArgs& a) {
   if (a.m <= 0 || a.n <= 0) return;
   const std::int32_t ta = a.trans_a ? 1 : 0, tb = a.trans_b ? 1 : 0;
   launch(Queue::compute, KernelId::gemm,
-         {l0::groups_for(a.n, l0::kTile, "gemm"), l0::groups_for(a.m, l0::kTile, "gemm"), 1},
+         {l0::groups_for(a.n, l0::kGemmBlock, "gemm"), l0::groups_for(a.m, l0::kGemmBlock, "gemm"), 1},
          {ZOB_ARG(ta), ZOB_ARG(tb), ZOB_ARG(a.m), ZOB_ARG(a.n), ZOB_ARG(a.k), ZOB_ARG(a.a),
           ZOB_ARG(a.lda), ZOB_ARG(a.b), ZOB_ARG(a.ldb), ZOB_ARG(a.c), ZOB_ARG(a.ldc)});
 }
@@ -244,45 +260,54 @@ void LevelZeroDevice::embedding_backward(const EmbeddingGradIndex& index, const 
 }
 
 void LevelZeroDevice::bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) {
-  launch_1d(Queue::compute, KernelId::bias_add, rows * cols,
+  launch_1d(Queue::compute, KernelId::bias_add, rows * cols, l0::kVec,
             {ZOB_ARG(y), ZOB_ARG(bias), ZOB_ARG(rows), ZOB_ARG(cols)});
 }
 
 void LevelZeroDevice::bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows,
                                         std::int64_t cols) {
-  launch_1d(Queue::compute, KernelId::bias_gelu_forward, rows * cols,
+  launch_1d(Queue::compute, KernelId::bias_gelu_forward, rows * cols, l0::kVec,
             {ZOB_ARG(pre), ZOB_ARG(bias), ZOB_ARG(act), ZOB_ARG(rows), ZOB_ARG(cols)});
 }
 
 void LevelZeroDevice::gelu_backward(const bf16* dact, const bf16* pre, bf16* dpre, std::int64_t n) {
-  launch_1d(Queue::compute, KernelId::gelu_backward, n,
+  launch_1d(Queue::compute, KernelId::gelu_backward, n, l0::kVec,
             {ZOB_ARG(dact), ZOB_ARG(pre), ZOB_ARG(dpre), ZOB_ARG(n)});
 }
 
 void LevelZeroDevice::column_sum(const bf16* x, bf16* out, std::int64_t rows, std::int64_t cols) {
-  launch_1d(Queue::compute, KernelId::column_sum, cols,
+  launch_1d(Queue::compute, KernelId::column_sum, cols, 1,
             {ZOB_ARG(x), ZOB_ARG(out), ZOB_ARG(rows), ZOB_ARG(cols)});
 }
 
 void LevelZeroDevice::residual_add(bf16* x, const bf16* y, std::int64_t n) {
-  launch_1d(Queue::compute, KernelId::residual_add, n, {ZOB_ARG(x), ZOB_ARG(y), ZOB_ARG(n)});
+  launch_1d(Queue::compute, KernelId::residual_add, n, l0::kVec, {ZOB_ARG(x), ZOB_ARG(y), ZOB_ARG(n)});
 }
 
 void LevelZeroDevice::fill(bf16* x, float value, std::int64_t n) {
-  launch_1d(Queue::compute, KernelId::fill_bf16, n, {ZOB_ARG(x), ZOB_ARG(value), ZOB_ARG(n)});
+  launch_1d(Queue::compute, KernelId::fill_bf16, n, l0::kVec, {ZOB_ARG(x), ZOB_ARG(value), ZOB_ARG(n)});
 }
 
+// Two launches on the compute queue (in order): up to kSumGroups work-groups write partial
+// sums of contiguous chunks to the device's scratch buffer, one work-group adds them. The
+// group count and chunk depend only on n, so the summation order is fixed.
 void LevelZeroDevice::sum(const bf16* x, std::int64_t n, float* result) {
-  // One work-group whatever n: the kernel's summation order is fixed by its lane pattern.
-  launch(Queue::compute, KernelId::sum_bf16, {1, 1, 1}, {ZOB_ARG(x), ZOB_ARG(n), ZOB_ARG(result)});
+  const std::int64_t groups =
+      std::clamp<std::int64_t>((n + l0::kSumMinChunk - 1) / l0::kSumMinChunk, 1, l0::kSumGroups);
+  const std::int64_t chunk = std::max<std::int64_t>((n + groups - 1) / groups, 1);
+  float* partials = sum_partials_;
+  launch(Queue::compute, KernelId::sum_bf16_partial, {static_cast<std::uint32_t>(groups), 1, 1},
+         {ZOB_ARG(x), ZOB_ARG(n), ZOB_ARG(chunk), ZOB_ARG(partials)});
+  launch(Queue::compute, KernelId::sum_partials, {1, 1, 1},
+         {ZOB_ARG(partials), ZOB_ARG(groups), ZOB_ARG(result)});
 }
 
 void LevelZeroDevice::cast_f32_to_bf16(const float* src, bf16* dst, std::int64_t n, Queue q) {
-  launch_1d(q, KernelId::cast_f32_to_bf16, n, {ZOB_ARG(src), ZOB_ARG(dst), ZOB_ARG(n)});
+  launch_1d(q, KernelId::cast_f32_to_bf16, n, l0::kVec, {ZOB_ARG(src), ZOB_ARG(dst), ZOB_ARG(n)});
 }
 
 void LevelZeroDevice::cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n, Queue q) {
-  launch_1d(q, KernelId::cast_bf16_to_f32, n, {ZOB_ARG(src), ZOB_ARG(dst), ZOB_ARG(n)});
+  launch_1d(q, KernelId::cast_bf16_to_f32, n, l0::kVec, {ZOB_ARG(src), ZOB_ARG(dst), ZOB_ARG(n)});
 }
 
 #undef ZOB_ARG

@@ -184,6 +184,11 @@ void LevelZeroDevice::create_kernels() {
     kernels_.push_back(kernel);
     ZE_CHECK_D(zeKernelSetGroupSize(kernel, ki.group[0], ki.group[1], 1), ki.name);
   }
+  // sum()'s partial sums: the backend's own scratch, outside the memory the caller accounts.
+  ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
+  void* p = nullptr;
+  ZE_CHECK(zeMemAllocDevice(shared_->context, &desc, l0::kSumGroups * sizeof(float), 256, device_, &p));
+  sum_partials_ = static_cast<float*>(p);
 }
 
 void LevelZeroDevice::probe_registration() {
@@ -194,9 +199,9 @@ void LevelZeroDevice::probe_registration() {
   for (const auto& e : ext)
     if (std::strcmp(e.name, l0::kMemmapExtensionName) == 0) has_memmap_ = true;
   // compute-runtime serves the zex functions whether or not it lists the name: ask for them.
-  if (zeDriverGetExtensionFunctionAddress(driver_, "zexDriverImportExternalPointer", &zex_import_) != ZE_RESULT_SUCCESS ||
-      zeDriverGetExtensionFunctionAddress(driver_, "zexDriverReleaseImportedPointer", &zex_release_) != ZE_RESULT_SUCCESS ||
-      zeDriverGetExtensionFunctionAddress(driver_, "zexDriverGetHostPointerBaseAddress", &zex_base_) != ZE_RESULT_SUCCESS ||
+  if (zeDriverGetExtensionFunctionAddress(driver_, l0::kZexImportName, &zex_import_) != ZE_RESULT_SUCCESS ||
+      zeDriverGetExtensionFunctionAddress(driver_, l0::kZexReleaseName, &zex_release_) != ZE_RESULT_SUCCESS ||
+      zeDriverGetExtensionFunctionAddress(driver_, l0::kZexBaseAddressName, &zex_base_) != ZE_RESULT_SUCCESS ||
       zex_import_ == nullptr || zex_release_ == nullptr || zex_base_ == nullptr) {
     zex_import_ = zex_release_ = zex_base_ = nullptr;
   }
@@ -209,7 +214,7 @@ void LevelZeroDevice::probe_registration() {
 
 std::string LevelZeroDevice::registration_method() const {
   if (has_memmap_) return "zeMemAllocHost(memmap-sysmem)";
-  if (zex_import_ != nullptr) return "zexDriverImportExternalPointer";
+  if (zex_import_ != nullptr) return l0::kZexImportName;
   return "";
 }
 
@@ -235,6 +240,8 @@ void LevelZeroDevice::release_all() noexcept {
   host_allocs_.clear();
   for (auto& [p, bytes] : device_allocs_) warn(zeMemFree(shared_->context, reinterpret_cast<void*>(p)), "zeMemFree");
   device_allocs_.clear();
+  if (sum_partials_ != nullptr) warn(zeMemFree(shared_->context, sum_partials_), "zeMemFree");
+  sum_partials_ = nullptr;
   for (auto* e : internal_in_flight_) shared_->release_event(e);
   internal_in_flight_.clear();
   for (auto* k : kernels_) warn(zeKernelDestroy(k), "zeKernelDestroy");
@@ -298,7 +305,9 @@ Registration LevelZeroDevice::register_host(void* host, std::size_t bytes) {
   std::lock_guard lock(mutex_);
   const std::string where = hex(host) + ", " + std::to_string(bytes) + " bytes";
   if (has_memmap_) {
-    l0::ExternalMemmapSysmemExtDesc mm;
+    l0::ExternalMemmapSysmemExtDesc mm{};
+    mm.stype = l0::kStypeExternalMemmapSysmemExtDesc;
+    mm.pNext = nullptr;
     mm.pSystemMemory = host;
     mm.size = bytes;
     ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, &mm, 0};
@@ -330,7 +339,7 @@ Registration LevelZeroDevice::register_host(void* host, std::size_t bytes) {
                             " gave " + hex(b) + " (" + l0::result_name(r) + "): import not verified");
     }
     registered_[p] = HostRange{bytes, false};
-    return Registration{"zexDriverImportExternalPointer", true};
+    return Registration{l0::kZexImportName, true};
   }
   throw DeviceError(DeviceErrorKind::registration_refused,
                     "xpu: cannot register " + where + ": the driver offers neither " +

@@ -105,7 +105,7 @@ class LevelZeroDevice final : public Device {
   ze_event_handle_t internal_event();
   void launch(Queue q, l0::KernelId id, std::array<std::uint32_t, 3> groups,
               const std::vector<std::pair<std::size_t, const void*>>& args);
-  void launch_1d(Queue q, l0::KernelId id, std::int64_t items,
+  void launch_1d(Queue q, l0::KernelId id, std::int64_t n, std::int64_t per_item,
                  const std::vector<std::pair<std::size_t, const void*>>& args);
 
   DeviceInfo info_;
@@ -121,6 +121,7 @@ class LevelZeroDevice final : public Device {
   std::vector<ze_module_handle_t> modules_;
   std::vector<ze_kernel_handle_t> kernels_;  // by KernelId
   std::vector<ze_event_handle_t> internal_in_flight_;
+  float* sum_partials_ = nullptr;  // sum()'s scratch: kSumGroups floats of device memory
 
   bool has_memmap_ = false;
   void* zex_import_ = nullptr;

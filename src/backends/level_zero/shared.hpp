@@ -22,6 +22,10 @@ struct Shared {
   // A reset, host-visible kernel-timestamp event (pools grow by kPoolSize).
   ze_event_handle_t acquire_event();
   void release_event(ze_event_handle_t e) noexcept;  // resets it first
+  // An event that queued commands may still signal or wait for: kept out of the pool until
+  // the device has synchronized (reclaim_retired), since a reset now would race with them.
+  void retire_event(ze_event_handle_t e) noexcept;
+  void reclaim_retired() noexcept;  // after a full synchronize
 
  private:
   static constexpr std::uint32_t kPoolSize = 64;
@@ -29,14 +33,26 @@ struct Shared {
   std::vector<ze_event_pool_handle_t> pools_;
   std::vector<ze_event_handle_t> all_;
   std::vector<ze_event_handle_t> free_;
+  std::vector<ze_event_handle_t> retired_;
 };
 
 class LevelZeroEvent final : public DeviceEvent {
  public:
   explicit LevelZeroEvent(std::shared_ptr<Shared> shared)
       : shared_(std::move(shared)), handle_(shared_->acquire_event()) {}
-  ~LevelZeroEvent() override { shared_->release_event(handle_); }
+  // A recorded event may still be signaled (or waited for) by queued commands.
+  ~LevelZeroEvent() override {
+    if (recorded) shared_->retire_event(handle_);
+    else shared_->release_event(handle_);
+  }
   ze_event_handle_t handle() const { return handle_; }
+  // Each record signals a fresh, reset event: the previous one is retired, not reset, so
+  // its queued waiters are still served and a host wait after the new record cannot return
+  // on the old signal (an in-queue reset would leave that window open).
+  void renew() {
+    shared_->retire_event(handle_);
+    handle_ = shared_->acquire_event();
+  }
   bool recorded = false;  // never recorded: waits are no-ops, as for a fresh CUDA event
 
  private:
@@ -47,8 +63,15 @@ class LevelZeroEvent final : public DeviceEvent {
 // Kernels of kernels/*.cl, in the order of the table in lanes.cpp.
 enum class KernelId : int {
   gemm, embedding_forward, embedding_backward, bias_add, bias_gelu_forward, gelu_backward,
-  residual_add, fill_bf16, cast_f32_to_bf16, cast_bf16_to_f32, column_sum, sum_bf16, count
+  residual_add, fill_bf16, cast_f32_to_bf16, cast_bf16_to_f32, column_sum, sum_bf16_partial,
+  sum_partials, count
 };
+inline constexpr std::uint32_t kWg = 256;          // ZOB_WG in kernels/bf16.h
+inline constexpr std::uint32_t kVec = 4;           // ZOB_VEC: elements per element-wise item
+inline constexpr std::uint32_t kSumGroups = 512;   // ZOB_SUM_GROUPS: most partial sums
+inline constexpr std::int64_t kSumMinChunk = 4096; // elements per partial-sum group, at least
+inline constexpr std::uint32_t kGemmWg = 16;       // GEMM_WG in kernels/gemm.cl
+inline constexpr std::uint32_t kGemmBlock = 64;    // GEMM_BT: C block per work-group
 struct KernelInfo {
   const char* name;    // the OpenCL kernel's name
   const char* module;  // the .cl file it is in
