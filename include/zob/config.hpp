@@ -1,5 +1,6 @@
 // The validated run configuration: what the CLI produces, what the parent hands each child
-// (as JSON), what the step consumes. Plain data; validation lives in src/cli.
+// (as JSON), what the step consumes. Plain data, and its checks (validate_run_config, in
+// src/common/config_check.cpp); the flags that set it are declared in zob/run_flags.hpp.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -76,6 +77,8 @@ const char* to_string(DeviceKind);
 const char* to_string(Loop);
 const char* to_string(Schedule);
 Schedule parse_schedule(const std::string&);  // "stock" / "overlap"; UsageError otherwise
+// The schedules for a sentence: "stock or overlap"; conjunction "|": "stock|overlap".
+std::string schedule_names(const char* conjunction);
 // Parse the names above; throw UsageError naming the accepted values.
 Arm parse_arm(const std::string&);
 DeviceKind parse_device_kind(const std::string&);
@@ -83,5 +86,16 @@ DeviceKind parse_device_kind(const std::string&);
 // Lossless round trip, used for the parent -> child hand-over and in DRIVERRESULT.
 void to_json(nlohmann::json&, const RunConfig&);
 void from_json(const nlohmann::json&, RunConfig&);
+
+// ---- Checks (src/common/config_check.cpp) ----
+
+// --threads not given (threads 0) with one rank: one per --cpu-affinity CPU, else per CPU
+// available. Several ranks keep 0: each rank runs one thread per CPU of its slice.
+void resolve_default_threads(RunConfig& config);
+// Every check of the command line on a RunConfig however it was built (the CLI's, and the
+// child's re-check of the config it receives): the flags' ranges (zob/run_flags.hpp), the
+// combinations not implemented, the CPU list against the allowed CPUs, and byte counts that
+// would overflow 64 bits. Throws UsageError ("<what>; <fix>").
+void validate_run_config(const RunConfig& config);
 
 }  // namespace zob

@@ -1,7 +1,10 @@
 #include "zob/config.hpp"
 
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
+#include "zob/backends.hpp"
 #include "zob/errors.hpp"
 
 namespace zob {
@@ -17,13 +20,9 @@ const char* to_string(Arm arm) {
 }
 
 const char* to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::automatic: return "auto";
-    case DeviceKind::cpu: return "cpu";
-    case DeviceKind::cuda: return "cuda";
-    case DeviceKind::xpu: return "xpu";
-  }
-  return "?";
+  if (kind == DeviceKind::automatic) return "auto";
+  const BackendInfo* b = find_backend(kind);
+  return b != nullptr ? b->name : "?";
 }
 
 const char* to_string(Loop loop) {
@@ -42,11 +41,26 @@ const char* to_string(Schedule schedule) {
   return "?";
 }
 
+namespace {
+constexpr Schedule kSchedules[] = {Schedule::stock, Schedule::overlap};
+}  // namespace
+
+std::string schedule_names(const char* conjunction) {
+  std::string out;
+  const std::size_t n = std::size(kSchedules);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0 && std::string_view(conjunction) == "|") out += "|";
+    else if (i > 0) out += i + 1 == n ? std::string(" ") + conjunction + " " : ", ";
+    out += to_string(kSchedules[i]);
+  }
+  return out;
+}
+
 Schedule parse_schedule(const std::string& name) {
-  for (Schedule s : {Schedule::stock, Schedule::overlap}) {
+  for (Schedule s : kSchedules) {
     if (name == to_string(s)) return s;
   }
-  throw UsageError("unknown schedule '" + name + "': use stock or overlap");
+  throw UsageError("unknown schedule '" + name + "': use " + schedule_names("or"));
 }
 
 Arm parse_arm(const std::string& name) {
@@ -58,10 +72,9 @@ Arm parse_arm(const std::string& name) {
 }
 
 DeviceKind parse_device_kind(const std::string& name) {
-  for (DeviceKind d : {DeviceKind::automatic, DeviceKind::cpu, DeviceKind::cuda, DeviceKind::xpu}) {
-    if (name == to_string(d)) return d;
-  }
-  throw UsageError("unknown device '" + name + "': use auto, cpu, cuda or xpu");
+  if (name == to_string(DeviceKind::automatic)) return DeviceKind::automatic;
+  if (const BackendInfo* b = find_backend(name)) return b->kind;
+  throw UsageError("unknown device '" + name + "': use " + backend_names("or", true));
 }
 
 void to_json(nlohmann::json& j, const RunConfig& c) {

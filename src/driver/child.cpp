@@ -18,7 +18,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "driver/ranks.hpp"

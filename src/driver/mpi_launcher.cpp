@@ -27,6 +27,7 @@
 #include "report/json_util.hpp"
 #include "report/report.hpp"
 #include "step/partitioned_step.hpp"
+#include "zob/backends.hpp"
 #include "zob/device.hpp"
 #include "zob/environment.hpp"
 #include "zob/errors.hpp"
@@ -183,7 +184,7 @@ int report(RunResult& run, Arm arm) {
 }
 
 // Everything between MPI_Init and MPI_Finalize.
-int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entered) {
+int run_rank(const MpiRequest& cmd, std::chrono::steady_clock::time_point entered) {
   const Place p = place_in_world();
   RunConfig c = cmd.run;
   const Arm arm = c.arms.front();
@@ -240,7 +241,7 @@ int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entere
   if (lowest != highest) {
     if (p.rank == 0) {
       stderr_line("error: ", "--device auto found different backends on the ranks' hosts; "
-                             "give --device cpu, cuda or xpu");
+                             "give --device " + backend_names("or"));
     }
     return exit_code::usage;
   }
@@ -293,7 +294,7 @@ int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entere
 
 }  // namespace
 
-std::string mpi_launcher_refusal(const CliCommand& cmd) {
+std::string mpi_launcher_refusal(const MpiRequest& cmd) {
   const RunConfig& c = cmd.run;
   if (c.arms.size() != 1) {
     return "--launcher mpi runs one arm per mpirun; give --arms with one arm (e.g. --arms "
@@ -311,7 +312,7 @@ std::string mpi_launcher_refusal(const CliCommand& cmd) {
   return "";
 }
 
-int run_mpi_launcher(const CliCommand& cmd) {
+int run_mpi_launcher(const MpiRequest& cmd) {
   const auto entered = std::chrono::steady_clock::now();
   if (const std::string why = mpi_launcher_refusal(cmd); !why.empty()) {
     if (launched_as_rank_zero()) stderr_line("error: ", why);  // once, not once per rank

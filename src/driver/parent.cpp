@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "report/details.hpp"

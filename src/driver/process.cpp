@@ -237,11 +237,4 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-std::string one_line(std::string text) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return text;
-}
-
 }  // namespace zob

@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli.hpp"
 #include "collectives/shm_collectives.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"

@@ -7,6 +7,7 @@
 
 #include "report/json_util.hpp"
 #include "zob/environment.hpp"
+#include "zob/text.hpp"
 
 namespace zob {
 
@@ -23,13 +24,6 @@ std::size_t timed_start(const ArmResult& r) {
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
 
 std::string bytes_text(std::uint64_t b) {
   const double v = static_cast<double>(b);
