@@ -27,7 +27,7 @@ enum class Loop {
 
 // Order of the optimizer phase (--schedule). Both give bitwise identical results.
 enum class Schedule {
-  stock,    // REFERENCE.md §3: all grads land, then per sub-group Adam, then its copy-back
+  stock,    // docs/anatomy.md §3: all grads land, then per sub-group Adam, then its copy-back
   overlap,  // Adam per piece as its grads land; copy-back of piece i under Adam of piece i+1
 };
 

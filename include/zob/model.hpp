@@ -1,4 +1,4 @@
-// The synthetic model of REFERENCE.md §2: its parameter layout in one flat array, its size,
+// The synthetic model of docs/anatomy.md §2: its parameter layout in one flat array, its size,
 // and its deterministic initial values and token ids.
 #pragma once
 #include <cstdint>

@@ -13,8 +13,8 @@ enum class Phase {
   forward,
   backward,
   grad_offload,    // D2H of the fp32 gradients
-  grad_scale,      // --schedule deepspeed: the loss-scale check of the gradients
-  grad_norm,       // --schedule deepspeed: the gradient norm (clipping)
+  grad_norm,       // --schedule deepspeed: the gradient norm reads
+  grad_scale,      // --schedule deepspeed: the CPU scaling pass over the gradients
   adam,            // CPU Adam, 28 B/param
   copy_back,       // H2D of the fp32 master + device cast to bf16
   param_fetch,     // --offload-param: bf16 parameters H2D
@@ -24,8 +24,8 @@ enum class Phase {
 };
 
 inline constexpr Phase kAllPhases[] = {
-    Phase::forward,   Phase::backward,  Phase::grad_offload, Phase::grad_scale,
-    Phase::grad_norm, Phase::adam,      Phase::copy_back,    Phase::param_fetch,
+    Phase::forward,   Phase::backward,  Phase::grad_offload, Phase::grad_norm,
+    Phase::grad_scale, Phase::adam,     Phase::copy_back,    Phase::param_fetch,
     Phase::host_cast, Phase::all_gather, Phase::reduce_scatter};
 
 // The phase's key in StepSample::phases, DRIVERRESULT and the phase table.
@@ -34,8 +34,8 @@ constexpr const char* to_string(Phase p) {
     case Phase::forward: return "forward";
     case Phase::backward: return "backward";
     case Phase::grad_offload: return "grad_offload";
-    case Phase::grad_scale: return "grad_scale";
     case Phase::grad_norm: return "grad_norm";
+    case Phase::grad_scale: return "grad_scale";
     case Phase::adam: return "adam";
     case Phase::copy_back: return "copy_back";
     case Phase::param_fetch: return "param_fetch";

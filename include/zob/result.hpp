@@ -60,7 +60,7 @@ struct RankResult {
   ThreadPlacement placement;          // where this rank's Adam threads ran
 };
 
-// The lower bound of a step under a perfect overlap of Adam with the link (REFERENCE.md §7):
+// The lower bound of a step under a perfect overlap of Adam with the link (docs/anatomy.md §6):
 // medians over the timed steps.
 struct StepBound {
   double adam_s = 0;     // measured CPU Adam time

@@ -1,6 +1,6 @@
 // `adam` subcommand's measurement: CPU Adam throughput next to a same-run memory-bandwidth
 // probe of the same shape, so a user can see how close the optimiser gets to the memory limit
-// on their own box (REFERENCE.md §7: figures differ from one machine to the next, so only a
+// on their own box (docs/anatomy.md §6: figures differ from one machine to the next, so only a
 // ratio taken in one run is comparable).
 //
 // Bytes are counted at 28 B/param for both Adam and the probe: reads of p, g, m, v (16 B) and

@@ -1,4 +1,4 @@
-// ZeRO-3 over several ranks (REFERENCE.md §3 with real partitioning): the copy_back loop of
+// ZeRO-3 over several ranks (docs/anatomy.md §3.4): the copy_back loop of
 // step.cpp with each module's parameters all-gathered before use and its gradients
 // reduce-scattered after its backward. The model math (kernels, their order, the casts) is
 // run_arm's (module_math.hpp), so one rank reproduces run_arm bit for bit; the collectives

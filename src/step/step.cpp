@@ -1,4 +1,4 @@
-// One arm: ZeRO-3 CPU-offload training steps (REFERENCE.md §3) on the Device interface.
+// One arm: ZeRO-3 CPU-offload training steps (docs/anatomy.md §3) on the Device interface.
 //
 // Queues: compute runs the model and the device casts of the copy-back; d2h casts each
 // module's bf16 gradients to fp32 and copies them to the pinned host partition while backward
