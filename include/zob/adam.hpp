@@ -33,4 +33,9 @@ const char* adam_isa();
 // the master into the pinned bf16 parameter buffer under --offload-param.
 void cast_f32_to_bf16_host(const float* src, void* dst_bf16, std::int64_t n, ThreadPool& pool);
 
+// x *= factor over n elements, split over the pool: DeepSpeed's unscale_and_clip_grads pass
+// over the fp32 gradient partition before Adam (a `mul_` by 1/loss_scale, 1.0 in bf16 mode).
+// IEEE multiplication: by 1.0 it changes no bit, a NaN stays a NaN.
+void scale_host(float* x, std::int64_t n, float factor, ThreadPool& pool);
+
 }  // namespace zob

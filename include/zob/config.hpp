@@ -29,6 +29,7 @@ enum class Loop {
 enum class Schedule {
   stock,    // docs/anatomy.md §3: all grads land, then per sub-group Adam, then its copy-back
   overlap,  // Adam per piece as its grads land; copy-back of piece i under Adam of piece i+1
+  deepspeed,  // DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits (docs/schedules.md)
 };
 
 struct ModelShape {
@@ -76,8 +77,9 @@ const char* to_string(Arm);
 const char* to_string(DeviceKind);
 const char* to_string(Loop);
 const char* to_string(Schedule);
-Schedule parse_schedule(const std::string&);  // "stock" / "overlap"; UsageError otherwise
-// The schedules for a sentence: "stock or overlap"; conjunction "|": "stock|overlap".
+Schedule parse_schedule(const std::string&);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
+// The schedules for a sentence: "stock, overlap or deepspeed"; conjunction "|":
+// "stock|overlap|deepspeed".
 std::string schedule_names(const char* conjunction);
 // Parse the names above; throw UsageError naming the accepted values.
 Arm parse_arm(const std::string&);

@@ -37,12 +37,13 @@ const char* to_string(Schedule schedule) {
   switch (schedule) {
     case Schedule::stock: return "stock";
     case Schedule::overlap: return "overlap";
+    case Schedule::deepspeed: return "deepspeed";
   }
   return "?";
 }
 
 namespace {
-constexpr Schedule kSchedules[] = {Schedule::stock, Schedule::overlap};
+constexpr Schedule kSchedules[] = {Schedule::stock, Schedule::overlap, Schedule::deepspeed};
 }  // namespace
 
 std::string schedule_names(const char* conjunction) {

@@ -67,8 +67,9 @@ void check_combinations(const RunConfig& c) {
                      "default copy-back loop; drop --offload-param or use --gpus 1");
   }
   if (c.gpus != 1 && c.schedule != Schedule::stock) {
-    throw UsageError("--gpus with --schedule overlap is not implemented yet: several ranks run "
-                     "the stock schedule; drop --schedule overlap or use --gpus 1");
+    throw UsageError(std::string("--gpus with --schedule ") + to_string(c.schedule) +
+                     " is not implemented yet: several ranks run the stock schedule; use "
+                     "--schedule stock or --gpus 1");
   }
   if (c.gpus == 1) {
     validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());

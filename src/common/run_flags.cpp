@@ -122,7 +122,10 @@ const RunFlag kRunFlags[] = {
        if (v.size() > 1) c.sub_group_size_sweep = v;
      },
      [] { return number(kDefaults.sub_group_size); }},
-    {"--schedule", "NAME", schedule_names("|") + ": order of Adam and the copies", "stock",
+    {"--schedule", "NAME",
+     schedule_names("|") +
+         ": the step's order of copies, waits and Adam (deepspeed: as DeepSpeed 0.19.8 runs it)",
+     "stock",
      FlagKind::value, 0, 0, 0, nullptr, nullptr,
      [](RunConfig& c, const std::string& text) {
        try {

@@ -164,4 +164,11 @@ void cast_f32_to_bf16_host(const float* src, void* dst_bf16, std::int64_t n, Thr
   detail::cast_f32_to_bf16_isa(detail::selected_isa(), src, dst_bf16, n, pool);
 }
 
+void scale_host(float* x, std::int64_t n, float factor, ThreadPool& pool) {
+  if (n < 0) throw UsageError("scale_host: n = " + std::to_string(n) + " must be >= 0");
+  pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) x[i] *= factor;  // vectorised by the compiler
+  });
+}
+
 }  // namespace zob

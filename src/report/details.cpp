@@ -16,8 +16,8 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Phase rows in the order a step runs them; unknown phases (a newer step) follow by name.
-const char* const kPhaseOrder[] = {"forward", "backward", "grad_offload", "adam",
-                                   "copy_back", "param_fetch", "host_cast"};
+const char* const kPhaseOrder[] = {"forward", "backward", "grad_offload", "grad_norm",
+                                   "grad_scale", "adam", "copy_back", "param_fetch", "host_cast"};
 
 std::size_t timed_start(const ArmResult& r) {
   return std::min(static_cast<std::size_t>(std::max(r.warmup, 0)), r.samples.size());

@@ -42,6 +42,19 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout) {
   s.grad_ffn = 2 * T * F;
   s.tokens = 4 * (T + T + (T + 1) + T);  // ids, unique ids, offsets, positions
   s.loss = 4;
+  if (c.schedule == Schedule::deepspeed) {
+    // Every parameter resident (DeepSpeed keeps what it reuses within 1e9 elements; the
+    // executor keeps all), gradients held until their bucket flush, no fetch or grad slots.
+    std::uint64_t largest_tensor = 0;
+    for (const auto& m : layout.modules) {
+      for (const auto& t : m.tensors) largest_tensor = std::max(largest_tensor, u(t.count()));
+    }
+    s.params = 2 * P;
+    s.param_slot = s.grad_slot_bf16 = s.grad_slot_f32 = 0;
+    s.grad_store = 2 * P;
+    s.flush_temp_bf16 = 2 * largest_tensor;
+    s.flush_temp_f32 = 4 * largest_tensor;
+  }
   return s;
 }
 
@@ -85,6 +98,8 @@ MemoryPlan plan_memory(const RunConfig& config) {
   MemoryPlan plan;
   plan.host_pinned_bytes = 4 * P + 4 * P;  // fp32 master + fp32 gradients
   if (config.loop == Loop::offload_param) plan.host_pinned_bytes += 2 * P;  // bf16 params
+  // DeepSpeed's pinned bf16 gradient partition (grad_partitions_flat_buffer)
+  if (config.schedule == Schedule::deepspeed) plan.host_pinned_bytes += 2 * P;
   plan.host_pageable_bytes = 4 * P + 4 * P;  // exp_avg + exp_avg_sq
   plan.device_bytes = step_detail::device_sizes(config, layout).total();
   return plan;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "step/arm_result_fill.hpp"
+#include "step/arm_runner_common.hpp"
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
 #include "step/overlap.hpp"
@@ -38,10 +39,7 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-struct SubGroup {
-  std::int64_t begin = 0, end = 0;
-  std::int64_t first_piece = 0;  // index of its first copy-back piece
-};
+using step_detail::SubGroup;
 
 class ArmRunner {
  public:
@@ -115,27 +113,9 @@ class ArmRunner {
 
 void ArmRunner::setup() {
   const RunConfig& c = cfg_;
-  if (c.batch <= 0 || c.seq <= 0 || c.chunk_elems <= 0 || c.sub_group_size <= 0 ||
-      c.steps < 0 || c.warmup < 0) {
-    throw UsageError("run_arm: batch, seq, chunk_elems and sub_group_size must be > 0 and "
-                     "steps, warmup >= 0");
-  }
   const std::int64_t P = layout_.total;
-  for (std::int64_t b = 0; b < P; b += c.sub_group_size) {
-    SubGroup sg{b, std::min(P, b + c.sub_group_size), pieces_};
-    pieces_ += (sg.end - sg.begin + c.chunk_elems - 1) / c.chunk_elems;
-    sub_groups_.push_back(sg);
-  }
-  const int threads = c.threads > 0 ? c.threads : available_cpus();
-  std::string notice;
-  placement_ = choose_placement(c.cpu_affinity, threads, dev_.info(), allowed_cpu_list(), &notice);
-  if (!notice.empty()) std::fprintf(stderr, "[%s] notice: %s\n", to_string(arm_), notice.c_str());
-  std::fprintf(stderr, "[%s] Adam threads: %d, placement %s%s%s\n", to_string(arm_), threads,
-               placement_.policy.c_str(), placement_.cpus.empty() ? "" : ", CPUs ",
-               format_cpu_list(placement_.cpus).c_str());
-  // Built before the host buffers: zeroing them below faults their pages in from the pool's
-  // threads, so with a NUMA placement they land on the device's node.
-  pool_ = std::make_unique<ThreadPool>(threads, placement_.cpus);
+  sub_groups_ = step_detail::split_sub_groups(c, P, &pieces_);
+  pool_ = step_detail::make_arm_pool(c, arm_, dev_, &placement_);
 
   // ---- host state ----
   const HostMemoryMode pinned = pinned_mode_for(arm_);
@@ -249,26 +229,10 @@ void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
   dev_.record(*d2h_end_[ju], Queue::d2h);
 }
 
-// Pieces of chunk_elems through the one fp32 temporary: the next piece's copy waits for the
-// previous piece's cast; the host waits once, at the end of the sub-group.
 void ArmRunner::copy_back(const SubGroup& sg) {
-  DeviceEvent* last_cast = nullptr;
-  std::int64_t piece = sg.first_piece;
-  for (std::int64_t off = sg.begin; off < sg.end; off += cfg_.chunk_elems, ++piece) {
-    const std::int64_t len = std::min(cfg_.chunk_elems, sg.end - off);
-    const auto p = static_cast<std::size_t>(piece);
-    if (last_cast != nullptr) dev_.queue_wait(Queue::h2d, *last_cast);
-    dev_.record(*cb_copy_start_[p], Queue::h2d);
-    dev_.copy_to_device(Queue::h2d, copy_temp_.as<void>(), master_.as<float>() + off,
-                        static_cast<std::size_t>(len) * 4);
-    dev_.record(*cb_copy_end_[p], Queue::h2d);
-    dev_.queue_wait(Queue::compute, *cb_copy_end_[p]);
-    dev_.record(*cb_cast_start_[p], Queue::compute);
-    dev_.cast_f32_to_bf16(copy_temp_.as<float>(), params_.as<bf16>() + off, len, Queue::compute);
-    dev_.record(*cb_cast_end_[p], Queue::compute);
-    last_cast = cb_cast_end_[p].get();
-  }
-  if (last_cast != nullptr) dev_.event_synchronize(*last_cast);
+  step_detail::copy_back_range(dev_, master_.as<float>(), params_.as<bf16>(), copy_temp_.as<float>(),
+                               sg.begin, sg.end, cfg_.chunk_elems, sg.first_piece,
+                               {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
 }
 
 StepSample ArmRunner::run_step(int t) {
@@ -457,33 +421,59 @@ StepSample ArmRunner::run_step(int t) {
 
 namespace step_detail {
 
+void copy_back_range(Device& dev, const float* master, bf16* device_params, float* temp,
+                     std::int64_t begin, std::int64_t end, std::int64_t chunk_elems,
+                     std::int64_t first_piece, const CopyBackEvents& ev) {
+  DeviceEvent* last_cast = nullptr;
+  std::int64_t piece = first_piece;
+  for (std::int64_t off = begin; off < end; off += chunk_elems, ++piece) {
+    const std::int64_t len = std::min(chunk_elems, end - off);
+    const auto p = static_cast<std::size_t>(piece);
+    if (last_cast != nullptr) dev.queue_wait(Queue::h2d, *last_cast);
+    dev.record(*(*ev.copy_start)[p], Queue::h2d);
+    dev.copy_to_device(Queue::h2d, temp, master + off, static_cast<std::size_t>(len) * 4);
+    dev.record(*(*ev.copy_end)[p], Queue::h2d);
+    dev.queue_wait(Queue::compute, *(*ev.copy_end)[p]);
+    dev.record(*(*ev.cast_start)[p], Queue::compute);
+    dev.cast_f32_to_bf16(temp, device_params + off, len, Queue::compute);
+    dev.record(*(*ev.cast_end)[p], Queue::compute);
+    last_cast = (*ev.cast_end)[p].get();
+  }
+  if (last_cast != nullptr) dev.event_synchronize(*last_cast);
+}
+
 ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
                           std::vector<float>* final_master) {
-  const auto t_setup = Clock::now();
-  const HostMemoryCounters before = host_memory_counters();
-  ArmRunner runner(config, arm, device);
-  runner.setup();
-  const HostMemoryCounters after = host_memory_counters();
+  if (config.schedule == Schedule::deepspeed) return run_deepspeed_arm(config, arm, device, final_master);
+  return run_arm_with<ArmRunner>(config, arm, device, final_master);
+}
 
-  ArmResult r = arm_result_after_setup(
-      config, arm, device,
-      {.started = t_setup, .before = before, .after = after, .params = runner.total(),
-       .adam_threads = runner.threads(), .register_s = runner.register_seconds(),
-       .master = &runner.master_buffer()});
-  r.schedule = to_string(config.schedule);
-  r.placement = runner.placement();
-  r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
+std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, std::int64_t* pieces) {
+  if (c.batch <= 0 || c.seq <= 0 || c.chunk_elems <= 0 || c.sub_group_size <= 0 ||
+      c.steps < 0 || c.warmup < 0) {
+    throw UsageError("run_arm: batch, seq, chunk_elems and sub_group_size must be > 0 and "
+                     "steps, warmup >= 0");
+  }
+  std::vector<SubGroup> groups;
+  *pieces = 0;
+  for (std::int64_t b = 0; b < params; b += c.sub_group_size) {
+    SubGroup sg{b, std::min(params, b + c.sub_group_size), *pieces};
+    *pieces += (sg.end - sg.begin + c.chunk_elems - 1) / c.chunk_elems;
+    groups.push_back(sg);
+  }
+  return groups;
+}
 
-  std::vector<double> link_s;
-  run_timed_steps(r, config, to_string(arm), [&](int t) {
-    StepSample s = runner.run_step(t);
-    if (t > config.warmup) link_s.push_back(runner.link_seconds());
-    return s;
-  });
-  r.bound = step_detail::step_bound(r, link_s);
-  finish_arm_result(r, device, runner.master(), runner.total());
-  if (final_master != nullptr) final_master->assign(runner.master(), runner.master() + runner.total());
-  return r;
+std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
+                                          ThreadPlacement* placement) {
+  const int threads = c.threads > 0 ? c.threads : available_cpus();
+  std::string notice;
+  *placement = choose_placement(c.cpu_affinity, threads, dev.info(), allowed_cpu_list(), &notice);
+  if (!notice.empty()) std::fprintf(stderr, "[%s] notice: %s\n", to_string(arm), notice.c_str());
+  std::fprintf(stderr, "[%s] Adam threads: %d, placement %s%s%s\n", to_string(arm), threads,
+               placement->policy.c_str(), placement->cpus.empty() ? "" : ", CPUs ",
+               format_cpu_list(placement->cpus).c_str());
+  return std::make_unique<ThreadPool>(threads, placement->cpus);
 }
 
 }  // namespace step_detail

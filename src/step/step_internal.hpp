@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "step/device_buffer.hpp"
 #include "zob/config.hpp"
 #include "zob/model.hpp"
 #include "zob/result.hpp"
@@ -25,10 +26,16 @@ struct DeviceSizes {
   std::uint64_t grad_ffn = 0;     // dact and dpre, each [T,4h] bf16
   std::uint64_t tokens = 0;       // ids + embedding-grad index (upper bound: T distinct ids)
   std::uint64_t loss = 0;         // one float
+  // --schedule deepspeed: every gradient stays on the device until its bucket is flushed
+  // (DeepSpeed's reduce bucket), and one tensor's bf16 / fp32 temporaries of the flush.
+  std::uint64_t grad_store = 0;
+  std::uint64_t flush_temp_bf16 = 0;
+  std::uint64_t flush_temp_f32 = 0;
 
   std::uint64_t total() const {
     return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + copy_temp_second + hidden +
-           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss;
+           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + grad_store +
+           flush_temp_bf16 + flush_temp_f32;
   }
 };
 
@@ -46,5 +53,22 @@ StepBound step_bound(const ArmResult& r, const std::vector<double>& link_s);
 // run_arm that also hands back the final fp32 master (for the tests' element-wise checks).
 ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
                           std::vector<float>* final_master);
+// The same for --schedule deepspeed (deepspeed_step.cpp).
+ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
+                            std::vector<float>* final_master);
+
+// Copies [begin, end) of the fp32 master back to the device's bf16 parameters in pieces of
+// chunk_elems through one fp32 temporary (REFERENCE §3 / docs/anatomy.md): the next piece's
+// copy waits for the previous piece's cast; the host waits once, at the end. Piece p records
+// events[k][first_piece + p] (k: copy start, copy end, cast start, cast end).
+struct CopyBackEvents {
+  Events* copy_start;
+  Events* copy_end;
+  Events* cast_start;
+  Events* cast_end;
+};
+void copy_back_range(Device& dev, const float* master, bf16* device_params, float* temp,
+                     std::int64_t begin, std::int64_t end, std::int64_t chunk_elems,
+                     std::int64_t first_piece, const CopyBackEvents& events);
 
 }  // namespace zob::step_detail

@@ -1,0 +1,70 @@
+// Internal to src/step: what every single-rank arm runner (the stock/overlap ArmRunner of
+// step.cpp, the DeepSpeedRunner of deepspeed_step.cpp) does alike: split the parameters into
+// sub-groups and copy-back pieces, build the Adam thread pool on its placement, and turn a
+// runner's steps into an ArmResult.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "step/arm_result_fill.hpp"
+#include "step/step_internal.hpp"
+#include "zob/config.hpp"
+#include "zob/cpu_affinity.hpp"
+#include "zob/device.hpp"
+#include "zob/host_memory.hpp"
+#include "zob/result.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob::step_detail {
+
+struct SubGroup {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t first_piece = 0;  // index of its first copy-back piece
+};
+
+// Checks the sizes run_arm needs (UsageError otherwise) and splits [0, params) into
+// sub_group_size sub-groups; *pieces receives the number of copy-back pieces in all.
+std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, std::int64_t* pieces);
+
+// The Adam pool of one arm on its CPU placement (progress line on stderr). Built before the
+// host buffers: zeroing them faults their pages in from the pool's threads, so with a NUMA
+// placement they land on the device's node.
+std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
+                                          ThreadPlacement* placement);
+
+// Builds a Runner (setup() first), runs warmup + steps steps and fills the ArmResult. Runner
+// has setup(), run_step(t), master(), total(), threads(), register_seconds(),
+// master_buffer(), placement(), link_seconds().
+template <class Runner>
+ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
+                       std::vector<float>* final_master) {
+  const auto t_setup = std::chrono::steady_clock::now();
+  const HostMemoryCounters before = host_memory_counters();
+  Runner runner(config, arm, device);
+  runner.setup();
+  const HostMemoryCounters after = host_memory_counters();
+
+  ArmResult r = arm_result_after_setup(
+      config, arm, device,
+      {.started = t_setup, .before = before, .after = after, .params = runner.total(),
+       .adam_threads = runner.threads(), .register_s = runner.register_seconds(),
+       .master = &runner.master_buffer()});
+  r.schedule = to_string(config.schedule);
+  r.placement = runner.placement();
+  r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
+
+  std::vector<double> link_s;
+  run_timed_steps(r, config, to_string(arm), [&](int t) {
+    StepSample s = runner.run_step(t);
+    if (t > config.warmup) link_s.push_back(runner.link_seconds());
+    return s;
+  });
+  r.bound = step_bound(r, link_s);
+  finish_arm_result(r, device, runner.master(), runner.total());
+  if (final_master != nullptr) final_master->assign(runner.master(), runner.master() + runner.total());
+  return r;
+}
+
+}  // namespace zob::step_detail

@@ -1,0 +1,473 @@
+// --schedule deepspeed: one arm's steps as DeepSpeed 0.19.8's ZeRO-3 CPU offload runs them
+// (deepspeed_plan.hpp says what is reproduced, docs/schedules.md what is not), replayed on the
+// Device interface with DeepSpeed's queues and host waits:
+//   compute  - PyTorch's current stream: the model, the norm's device reads, and (offload_param)
+//              the blocking gathers of the persistent tensors after the step;
+//   h2d      - the parameter coordinator's all-gather stream: one copy per fetched tensor;
+//   d2h      - the reduce-and-partition stream: each flushed gradient's D2H bf16, H2D bf16,
+//              two fp32 casts and D2H fp32.
+// The arithmetic is the stock schedule's (same kernels in the same order per module, the same
+// Adam and casts; the gradient scaling multiplies by 1.0), so the losses and the final master
+// are bitwise the stock schedule's.
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "step/arm_runner_common.hpp"
+#include "step/deepspeed_plan.hpp"
+#include "step/device_buffer.hpp"
+#include "step/module_math.hpp"
+#include "step/step_internal.hpp"
+#include "zob/adam.hpp"
+#include "zob/host_memory.hpp"
+#include "zob/model.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob::step_detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// A device copy bracketed by two events, for its device time and its trace span.
+struct TimedCopies {
+  Events start, end;
+  std::vector<std::string> names;
+  std::vector<const char*> tracks;
+  std::size_t used = 0;
+};
+
+// Host seconds per phase within one step.
+struct HostTimes {
+  double forward = 0, backward = 0, fetch_wait = 0, flush = 0, grad_wait = 0, norm = 0;
+  double scale = 0, adam = 0, cast = 0, copy_back = 0, gather = 0;
+};
+
+class DeepSpeedRunner {
+ public:
+  DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev)
+      : cfg_(config), arm_(arm), dev_(dev), layout_(ModelLayout::build(config.model)),
+        plan_(build_deepspeed_plan(layout_, config.loop)) {}
+  // Every queue idle before device or host memory goes away (registered memory above all).
+  ~DeepSpeedRunner() {
+    try {
+      dev_.synchronize();
+    } catch (...) {  // the error that brought us here is the one worth reporting
+    }
+  }
+  DeepSpeedRunner(const DeepSpeedRunner&) = delete;
+  DeepSpeedRunner& operator=(const DeepSpeedRunner&) = delete;
+
+  void setup();
+  StepSample run_step(int t);
+  const float* master() const { return master_.as<float>(); }
+  std::int64_t total() const { return layout_.total; }
+  int threads() const { return pool_->size(); }
+  double register_seconds() const {
+    return master_.register_seconds() + grads_.register_seconds() +
+           grads_bf16_.register_seconds() + pbf16_.register_seconds();
+  }
+  const HostBuffer& master_buffer() const { return master_; }
+  const ThreadPlacement& placement() const { return placement_; }
+  double link_seconds() const { return link_s_; }
+
+ private:
+  bool offload() const { return plan_.offload_param; }
+  std::int64_t modules() const { return static_cast<std::int64_t>(layout_.modules.size()); }
+  const DsTensor& tensor(int id) const { return plan_.tensors[static_cast<std::size_t>(id)]; }
+  DeviceEvent& event(Events& e, std::int64_t i) { return *e[static_cast<std::size_t>(i)]; }
+
+  void create_events();
+  void copy(TimedCopies& c, Queue q, const char* track, const std::string& name, bool to_device,
+            void* dst, const void* src, std::size_t bytes);
+  void fetch(const std::vector<int>& ids);
+  std::size_t run_visits(std::size_t v, bool forward);
+  void forward();
+  void backward();
+  void gradient_hooks(std::int64_t module);
+  void flush(const DsFlush& f);
+  void read_norm();
+  void optimizer(int t, StepSample& s, Clock::time_point t0);
+  void gather_persistent();
+  void report(StepSample& s);
+
+  const RunConfig& cfg_;
+  Arm arm_;
+  Device& dev_;
+  ModelLayout layout_;
+  DeepSpeedPlan plan_;
+  std::vector<SubGroup> sub_groups_;
+  std::int64_t pieces_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+  ThreadPlacement placement_;
+  std::vector<std::vector<int>> grads_of_module_;  // backward hook order, per module
+  std::vector<std::vector<bool>> flush_of_module_;
+
+  HostBuffer master_, grads_, grads_bf16_, exp_avg_, exp_avg_sq_, pbf16_;
+  DeviceBuffer params_, grad_store_, temp_bf16_, temp_f32_, copy_temp_;
+  ModuleMath math_;
+
+  std::unique_ptr<DeviceEvent> origin_, norm_read_;
+  Events task_start_, task_end_, grad_ready_, flush_start_, flush_end_;
+  Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;
+  TimedCopies fetches_, flush_copies_;
+  DeviceEvent* last_fetch_ = nullptr;        // the all-gather stream's last copy this step
+  std::deque<DeviceEvent*> reduce_events_;   // flushes in flight
+  std::size_t next_flush_ = 0;
+  HostTimes host_;
+  float loss_host_ = 0, norm_host_ = 0;
+  double link_s_ = 0;
+};
+
+void DeepSpeedRunner::setup() {
+  const std::int64_t P = layout_.total;
+  sub_groups_ = split_sub_groups(cfg_, P, &pieces_);
+  pool_ = make_arm_pool(cfg_, arm_, dev_, &placement_);
+  const HostMemoryMode pinned = pinned_mode_for(arm_);
+  const auto P2 = static_cast<std::size_t>(P) * 2, P4 = P2 * 2;
+  master_ = HostBuffer(P4, pinned, &dev_, "fp32 master", pool_.get());
+  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients", pool_.get());
+  grads_bf16_ = HostBuffer(P2, pinned, &dev_, "bf16 gradient partition", pool_.get());
+  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
+  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
+  if (offload()) pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
+  initial_parameters(layout_, cfg_.seed, master_.as<float>());
+
+  const DeviceSizes ds = device_sizes(cfg_, layout_);
+  params_ = DeviceBuffer(dev_, ds.params);
+  grad_store_ = DeviceBuffer(dev_, ds.grad_store);
+  temp_bf16_ = DeviceBuffer(dev_, ds.flush_temp_bf16);
+  temp_f32_ = DeviceBuffer(dev_, ds.flush_temp_f32);
+  copy_temp_ = DeviceBuffer(dev_, ds.copy_temp);
+  math_ = ModuleMath(dev_, cfg_, layout_, cfg_.seed);
+
+  grads_of_module_.assign(static_cast<std::size_t>(modules()), {});
+  flush_of_module_.assign(static_cast<std::size_t>(modules()), {});
+  for (const DsVisit& v : plan_.visits) {
+    auto& g = grads_of_module_[static_cast<std::size_t>(v.module)];
+    auto& f = flush_of_module_[static_cast<std::size_t>(v.module)];
+    g.insert(g.end(), v.grads.begin(), v.grads.end());
+    f.insert(f.end(), v.flush_before.begin(), v.flush_before.end());
+  }
+  create_events();
+
+  // The state a step starts from: offload_param - the bf16 host copy of the master, with the
+  // persistent tensors on the device (the previous step's _post_step); copy_back - every
+  // parameter on the device.
+  if (offload()) {
+    cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), P, *pool_);
+    gather_persistent();
+  } else {
+    for (const SubGroup& sg : sub_groups_) {
+      copy_back_range(dev_, master_.as<float>(), params_.as<bf16>(), copy_temp_.as<float>(),
+                      sg.begin, sg.end, cfg_.chunk_elems, sg.first_piece,
+                      {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
+    }
+  }
+  dev_.synchronize();
+}
+
+void DeepSpeedRunner::create_events() {
+  const auto M = static_cast<std::size_t>(modules());
+  origin_ = dev_.create_event();
+  norm_read_ = dev_.create_event();
+  task_start_ = make_events(dev_, 2 * M);
+  task_end_ = make_events(dev_, 2 * M);
+  grad_ready_ = make_events(dev_, M);
+  flush_start_ = make_events(dev_, plan_.flushes.size());
+  flush_end_ = make_events(dev_, plan_.flushes.size());
+  std::size_t fetch_copies = 0, flushed = 0;
+  if (offload()) {
+    fetch_copies = static_cast<std::size_t>(plan_.h2d().copies);
+    for (const DsFlush& f : plan_.flushes) fetch_copies -= f.tensors.size();
+  }
+  for (const DsFlush& f : plan_.flushes) flushed += f.tensors.size();
+  fetches_.start = make_events(dev_, fetch_copies);
+  fetches_.end = make_events(dev_, fetch_copies);
+  flush_copies_.start = make_events(dev_, 3 * flushed);
+  flush_copies_.end = make_events(dev_, 3 * flushed);
+  if (!offload()) {
+    const auto np = static_cast<std::size_t>(pieces_);
+    cb_copy_start_ = make_events(dev_, np);
+    cb_copy_end_ = make_events(dev_, np);
+    cb_cast_start_ = make_events(dev_, np);
+    cb_cast_end_ = make_events(dev_, np);
+  }
+}
+
+void DeepSpeedRunner::copy(TimedCopies& c, Queue q, const char* track, const std::string& name,
+                           bool to_device, void* dst, const void* src, std::size_t bytes) {
+  DeviceEvent& start = *c.start[c.used];
+  DeviceEvent& end = *c.end[c.used];
+  dev_.record(start, q);
+  if (to_device) {
+    dev_.copy_to_device(q, dst, src, bytes);
+  } else {
+    dev_.copy_to_host(q, dst, src, bytes);
+  }
+  dev_.record(end, q);
+  c.names.push_back(name);
+  c.tracks.push_back(track);
+  ++c.used;
+}
+
+// One all-gather handle: a copy per tensor from the pinned bf16 buffer, on the fetch stream.
+void DeepSpeedRunner::fetch(const std::vector<int>& ids) {
+  if (!offload()) return;  // copy_back: the partitions already live on the device
+  for (int id : ids) {
+    const DsTensor& t = tensor(id);
+    copy(fetches_, Queue::h2d, "h2d", "fetch:" + t.name, true, params_.as<bf16>() + t.offset,
+         pbf16_.as<bf16>() + t.offset, static_cast<std::size_t>(t.count) * 2);
+    last_fetch_ = fetches_.end[fetches_.used - 1].get();
+  }
+}
+
+// The plan's visits of one module from index v, in one direction: fetch, wait (the host
+// synchronises the fetch stream; compute then waits for it), prefetch. Returns the next index.
+std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
+  const std::int64_t module = plan_.visits[v].module;
+  for (; v < plan_.visits.size() && plan_.visits[v].module == module &&
+         plan_.visits[v].forward == forward;
+       ++v) {
+    const DsVisit& visit = plan_.visits[v];
+    fetch(visit.fetch);
+    if (visit.waits > 0 && last_fetch_ != nullptr) {
+      const auto tw = Clock::now();
+      dev_.event_synchronize(*last_fetch_);
+      host_.fetch_wait += seconds(tw, Clock::now());
+    }
+    if (last_fetch_ != nullptr) dev_.queue_wait(Queue::compute, *last_fetch_);
+    fetch(visit.prefetch);
+  }
+  return v;
+}
+
+void DeepSpeedRunner::forward() {
+  const auto tf = Clock::now();
+  std::size_t v = 0;
+  while (v < plan_.visits.size() && plan_.visits[v].forward) {
+    const std::int64_t j = plan_.visits[v].module;
+    v = run_visits(v, true);
+    dev_.record(event(task_start_, j), Queue::compute);
+    math_.forward(j, params_.as<bf16>() + layout_.modules[static_cast<std::size_t>(j)].offset);
+    dev_.record(event(task_end_, j), Queue::compute);
+  }
+  host_.forward = seconds(tf, Clock::now());
+}
+
+void DeepSpeedRunner::backward() {
+  const auto tb = Clock::now();
+  const std::int64_t M = modules();
+  std::size_t v = 0;
+  while (v < plan_.visits.size() && plan_.visits[v].forward) ++v;
+  while (v < plan_.visits.size()) {
+    const std::int64_t j = plan_.visits[v].module;
+    v = run_visits(v, false);
+    const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
+    dev_.record(event(task_start_, M + j), Queue::compute);
+    math_.backward(j, params_.as<bf16>() + m.offset, grad_store_.as<bf16>() + m.offset,
+                   [&] { gradient_hooks(j); });
+    dev_.record(event(task_end_, M + j), Queue::compute);
+  }
+  // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for
+  // the reduce stream.
+  while (next_flush_ < plan_.flushes.size()) flush(plan_.flushes[next_flush_++]);
+  host_.backward = seconds(tb, Clock::now());
+  const auto tw = Clock::now();
+  if (!reduce_events_.empty()) dev_.event_synchronize(*reduce_events_.back());
+  host_.grad_wait = seconds(tw, Clock::now());
+}
+
+// The module's gradients are complete: each joins the bucket (the reduce stream waits for
+// compute), and a gradient that would overflow it flushes it first.
+void DeepSpeedRunner::gradient_hooks(std::int64_t module) {
+  dev_.record(event(grad_ready_, module), Queue::compute);
+  dev_.queue_wait(Queue::d2h, event(grad_ready_, module));
+  for (bool flush_first : flush_of_module_[static_cast<std::size_t>(module)]) {
+    if (flush_first) flush(plan_.flushes[next_flush_++]);
+  }
+}
+
+// __reduce_and_partition_ipg_grads + partition_grads for one bucket, on the reduce stream.
+void DeepSpeedRunner::flush(const DsFlush& f) {
+  const auto t0 = Clock::now();
+  if (reduce_events_.size() > 2) {  // max_param_reduce_events
+    dev_.event_synchronize(*reduce_events_.front());
+    reduce_events_.pop_front();
+  }
+  const std::size_t k = next_flush_ - 1;
+  dev_.record(*flush_start_[k], Queue::d2h);
+  for (int id : f.tensors) {
+    const DsTensor& t = tensor(id);
+    const auto n = static_cast<std::size_t>(t.count);
+    bf16* host_bf16 = grads_bf16_.as<bf16>() + t.offset;
+    copy(flush_copies_, Queue::d2h, "d2h", "grad_bf16:" + t.name, false, host_bf16,
+         grad_store_.as<bf16>() + t.offset, 2 * n);
+    copy(flush_copies_, Queue::d2h, "h2d", "grad_back:" + t.name, true, temp_bf16_.as<void>(),
+         host_bf16, 2 * n);
+    // The norm's fp32 view (_constant_buffered_norm2), then the fp32 source of the copy.
+    dev_.cast_bf16_to_f32(temp_bf16_.as<bf16>(), temp_f32_.as<float>(), t.count, Queue::d2h);
+    dev_.cast_bf16_to_f32(temp_bf16_.as<bf16>(), temp_f32_.as<float>(), t.count, Queue::d2h);
+    copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
+         grads_.as<float>() + t.offset, temp_f32_.as<float>(), 4 * n);
+  }
+  dev_.record(*flush_end_[k], Queue::d2h);
+  reduce_events_.push_back(flush_end_[k].get());
+  host_.flush += seconds(t0, Clock::now());
+}
+
+// complete_grad_norm_calculation_for_cpu_offload: float(total_norm) and total_norm.cpu(),
+// two reads of a device scalar, each a host synchronisation.
+void DeepSpeedRunner::read_norm() {
+  const auto t0 = Clock::now();
+  for (float* dst : {&norm_host_, &loss_host_}) {
+    dev_.copy_to_host(Queue::compute, dst, math_.loss(), sizeof(float));
+    dev_.record(*norm_read_, Queue::compute);
+    dev_.event_synchronize(*norm_read_);
+  }
+  host_.norm = seconds(t0, Clock::now());
+}
+
+void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
+  const AdamHyper hyper;
+  for (std::size_t gi = 0; gi < sub_groups_.size(); ++gi) {
+    const SubGroup& sg = sub_groups_[gi];
+    const std::int64_t n = sg.end - sg.begin;
+    const auto ts = Clock::now();
+    scale_host(grads_.as<float>() + sg.begin, n, 1.0f, *pool_);  // 1 / loss_scale, bf16: 1
+    const auto ta = Clock::now();
+    adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
+              exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, n, t, hyper,
+              *pool_);
+    const auto tc = Clock::now();
+    if (offload()) {
+      cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, n, *pool_);
+    } else {
+      copy_back_range(dev_, master_.as<float>(), params_.as<bf16>(), copy_temp_.as<float>(),
+                      sg.begin, sg.end, cfg_.chunk_elems, sg.first_piece,
+                      {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
+    }
+    const auto te = Clock::now();
+    host_.scale += seconds(ts, ta);
+    host_.adam += seconds(ta, tc);
+    (offload() ? host_.cast : host_.copy_back) += seconds(tc, te);
+    const std::string tag = "[" + std::to_string(gi) + "]";
+    s.spans.push_back({"cpu_adam", "grad_scale" + tag, seconds(t0, ts), seconds(ts, ta)});
+    s.spans.push_back({"cpu_adam", "adam" + tag, seconds(t0, ta), seconds(ta, tc)});
+    if (offload()) s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds(t0, tc), seconds(tc, te)});
+  }
+}
+
+// _post_step: the persistent tensors, released at the start of the step, are gathered again
+// with one blocking copy each (.to(device): a copy, then a stream synchronisation).
+void DeepSpeedRunner::gather_persistent() {
+  if (!offload()) return;
+  const auto t0 = Clock::now();
+  for (int id : plan_.persistent) {
+    const DsTensor& t = tensor(id);
+    copy(fetches_, Queue::compute, "h2d", "gather:" + t.name, true, params_.as<bf16>() + t.offset,
+         pbf16_.as<bf16>() + t.offset, static_cast<std::size_t>(t.count) * 2);
+    dev_.event_synchronize(*fetches_.end[fetches_.used - 1]);
+  }
+  host_.gather += seconds(t0, Clock::now());
+}
+
+StepSample DeepSpeedRunner::run_step(int t) {
+  StepSample s;
+  host_ = {};
+  fetches_.used = flush_copies_.used = 0;
+  fetches_.names.clear();
+  fetches_.tracks.clear();
+  flush_copies_.names.clear();
+  flush_copies_.tracks.clear();
+  last_fetch_ = nullptr;
+  reduce_events_.clear();
+  next_flush_ = 0;
+  const auto t0 = Clock::now();
+  dev_.record(*origin_, Queue::compute);
+  forward();
+  backward();
+  read_norm();
+  optimizer(t, s, t0);
+  gather_persistent();
+  dev_.synchronize();
+  s.wall_s = seconds(t0, Clock::now());
+  s.loss = loss_host_;
+  report(s);
+  return s;
+}
+
+// Phases from the host clocks and the device events, once every event has completed.
+void DeepSpeedRunner::report(StepSample& s) {
+  const std::int64_t M = modules();
+  const auto P = static_cast<std::uint64_t>(layout_.total);
+  const auto rel = [&](DeviceEvent& e) { return dev_.elapsed_seconds(*origin_, e); };
+  const auto dur = [&](DeviceEvent& a, DeviceEvent& b) { return dev_.elapsed_seconds(a, b); };
+  const auto phase = [&](const char* name, double host_s, double device_s, std::uint64_t bytes,
+                         std::int64_t params) {
+    PhaseSample& p = s.phases[name];
+    p.host_s = host_s;
+    p.device_s = device_s;
+    p.bytes = bytes;
+    p.params = params;
+  };
+  phase("forward", host_.forward, dur(event(task_start_, 0), event(task_end_, M - 1)), 0,
+        layout_.total);
+  phase("backward", host_.backward, dur(event(task_start_, 2 * M - 1), event(task_end_, M)), 0,
+        layout_.total);
+  for (std::int64_t j = 0; j < M; ++j) {
+    const std::string& name = layout_.modules[static_cast<std::size_t>(j)].name;
+    s.spans.push_back({"compute", name + ".fwd", rel(event(task_start_, j)),
+                       dur(event(task_start_, j), event(task_end_, j))});
+    s.spans.push_back({"compute", name + ".bwd", rel(event(task_start_, M + j)),
+                       dur(event(task_start_, M + j), event(task_end_, M + j))});
+  }
+  link_s_ = 0;
+  const auto copies = [&](TimedCopies& c) {
+    double total = 0;
+    for (std::size_t i = 0; i < c.used; ++i) {
+      const double d = dur(*c.start[i], *c.end[i]);
+      total += d;
+      s.spans.push_back({c.tracks[i], c.names[i], rel(*c.start[i]), d});
+    }
+    link_s_ += total;
+    return total;
+  };
+  double flush_device = 0;
+  for (std::size_t k = 0; k < plan_.flushes.size(); ++k) flush_device += dur(*flush_start_[k], *flush_end_[k]);
+  copies(flush_copies_);
+  // 6 B/param leave the device (bf16 + fp32) and 2 B/param come back (the bf16 round trip).
+  phase("grad_offload", host_.flush + host_.grad_wait, flush_device, 8 * P, layout_.total);
+  phase("grad_norm", host_.norm, -1, 8, 0);
+  phase("grad_scale", host_.scale, -1, 8 * P, layout_.total);
+  phase("adam", host_.adam, -1, 28 * P, layout_.total);
+  if (offload()) {
+    const double fetch_device = copies(fetches_);
+    const std::int64_t fetched = plan_.fetched_elements();
+    phase("param_fetch", host_.fetch_wait + host_.gather, fetch_device,
+          2 * static_cast<std::uint64_t>(fetched), fetched);
+    phase("host_cast", host_.cast, -1, 6 * P, layout_.total);
+  } else {
+    double cb_device = 0;
+    for (std::int64_t p = 0; p < pieces_; ++p) {
+      cb_device += dur(event(cb_copy_start_, p), event(cb_cast_end_, p));
+      link_s_ += dur(event(cb_copy_start_, p), event(cb_copy_end_, p));
+      s.spans.push_back({"h2d", "copy_back[" + std::to_string(p) + "]", rel(event(cb_copy_start_, p)),
+                         dur(event(cb_copy_start_, p), event(cb_copy_end_, p))});
+    }
+    phase("copy_back", host_.copy_back, cb_device, 4 * P, layout_.total);
+  }
+}
+
+}  // namespace
+
+ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
+                            std::vector<float>* final_master) {
+  return run_arm_with<DeepSpeedRunner>(config, arm, device, final_master);
+}
+
+}  // namespace zob::step_detail

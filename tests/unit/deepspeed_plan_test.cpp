@@ -1,0 +1,128 @@
+// The deepspeed schedule's plan against the anatomy of a real DeepSpeed 0.19.8 step
+// (torch.profiler of one registered step of the synthetic model at the defaults, offload_param +
+// offload_optimizer: 100 H2D copies, 102 D2H copies), and the coordinator's rules one by one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "step/deepspeed_plan.hpp"
+#include "zob/model.hpp"
+
+namespace zob::step_detail {
+namespace {
+
+ModelLayout layout(std::int64_t h, std::int64_t n, std::int64_t vocab = 32000) {
+  ModelShape s;
+  s.hidden = h;
+  s.layers = n;
+  s.vocab = vocab;
+  return ModelLayout::build(s);
+}
+
+std::int64_t elements(const DeepSpeedPlan& p, const std::vector<int>& ids) {
+  std::int64_t n = 0;
+  for (int t : ids) n += p.tensors[static_cast<std::size_t>(t)].count;
+  return n;
+}
+
+TEST(DeepSpeedPlan, DefaultsMatchTheProfiledCopyCounts) {
+  const ModelLayout l = layout(2048, 12);
+  const DeepSpeedPlan p = build_deepspeed_plan(l, Loop::offload_param);
+  ASSERT_EQ(p.tensors.size(), 50u);
+  EXPECT_EQ(p.persistent.size(), 24u);  // the biases: <= 1e5 elements
+  // 26 fetches in forward, none in backward (reuse distance 1e9 keeps them), 50 gradients
+  // back to the device, 24 persistent tensors gathered after the step.
+  EXPECT_EQ(p.h2d().copies, 100);
+  EXPECT_EQ(p.d2h().copies, 102);
+  const std::uint64_t P = static_cast<std::uint64_t>(l.total);
+  const std::uint64_t persistent = static_cast<std::uint64_t>(elements(p, p.persistent));
+  EXPECT_EQ(p.h2d().bytes, 2 * (P - persistent) + 2 * P + 2 * persistent);
+  EXPECT_EQ(p.d2h().bytes, 6 * P + 8);
+  // The whole model is fetched once: nothing is released before its backward use.
+  EXPECT_EQ(p.fetched_elements(), l.total);
+  for (std::size_t v = 0; v < p.visits.size(); ++v) {
+    if (!p.visits[v].forward) EXPECT_TRUE(p.visits[v].fetch.empty() && p.visits[v].prefetch.empty());
+  }
+}
+
+TEST(DeepSpeedPlan, BucketFlushesBeforeTheGradientThatOverflowsIt) {
+  const DeepSpeedPlan p = build_deepspeed_plan(layout(2048, 12), Loop::offload_param);
+  // 468 M gradients fit the 5e8 bucket; the embedding's 65.5 M do not: two flushes.
+  ASSERT_EQ(p.flushes.size(), 2u);
+  EXPECT_EQ(p.flushes.back().tensors, std::vector<int>{0});
+  EXPECT_EQ(p.flushes.front().tensors.size(), 49u);
+  EXPECT_LE(elements(p, p.flushes.front().tensors), 500'000'000);
+  int flags = 0;
+  for (const DsVisit& v : p.visits) flags += static_cast<int>(std::count(v.flush_before.begin(), v.flush_before.end(), true));
+  EXPECT_EQ(flags, 1);
+}
+
+TEST(DeepSpeedPlan, ModelsBeyondTheReuseDistanceAreFetchedAgainInBackward) {
+  // h4096 l8: 1.34 B parameters, more than 1e9 between a first block's two uses.
+  const ModelLayout l = layout(4096, 8);
+  const DeepSpeedPlan p = build_deepspeed_plan(l, Loop::offload_param);
+  // Some tensors are fetched twice (a prefetch late in forward may already bring one back
+  // for its backward use), none more than twice, and every one at least once.
+  std::vector<int> times(p.tensors.size(), 0);
+  for (const DsVisit& v : p.visits) {
+    for (int t : v.fetch) ++times[static_cast<std::size_t>(t)];
+    for (int t : v.prefetch) ++times[static_cast<std::size_t>(t)];
+  }
+  for (int t : p.persistent) ++times[static_cast<std::size_t>(t)];
+  EXPECT_EQ(*std::min_element(times.begin(), times.end()), 1);
+  EXPECT_EQ(*std::max_element(times.begin(), times.end()), 2);
+  EXPECT_GT(p.fetched_elements(), l.total);
+  EXPECT_LT(p.fetched_elements(), 2 * l.total);
+  // Every tensor a visit needs is on the device when it runs: fetched now, earlier and not
+  // released since, or persistent.
+  std::set<int> on_device(p.persistent.begin(), p.persistent.end());
+  for (const DsVisit& v : p.visits) {
+    on_device.insert(v.fetch.begin(), v.fetch.end());
+    for (int id : v.tensors) EXPECT_TRUE(on_device.count(id)) << p.tensors[static_cast<std::size_t>(id)].name;
+    on_device.insert(v.prefetch.begin(), v.prefetch.end());
+    for (int t : v.released) on_device.erase(t);
+  }
+}
+
+TEST(DeepSpeedPlan, PrefetchStaysWithinItsBucketAndLiveLimit) {
+  DeepSpeedKnobs k;
+  k.prefetch_bucket = 20'000'000;
+  const DeepSpeedPlan p = build_deepspeed_plan(layout(2048, 12), Loop::offload_param, k);
+  for (const DsVisit& v : p.visits) {
+    if (v.prefetch.empty()) continue;
+    // The loop stops once the bucket is reached: all but the last tensor fit below it.
+    std::vector<int> but_last(v.prefetch.begin(), v.prefetch.end() - 1);
+    EXPECT_LT(elements(p, but_last), k.prefetch_bucket);
+  }
+  DeepSpeedKnobs none;
+  none.prefetch_bucket = 0;
+  const DeepSpeedPlan q = build_deepspeed_plan(layout(2048, 12), Loop::offload_param, none);
+  for (const DsVisit& v : q.visits) EXPECT_TRUE(v.prefetch.empty());
+  // Without prefetch every fetch is waited on: one wait per visit that fetched.
+  int fetching = 0;
+  for (const DsVisit& v : q.visits) fetching += v.fetch.empty() ? 0 : 1;
+  EXPECT_EQ(q.host_waits(), fetching);
+}
+
+TEST(DeepSpeedPlan, CopyBackLoopMovesNoParameters) {
+  const DeepSpeedPlan p = build_deepspeed_plan(layout(2048, 12), Loop::copy_back);
+  EXPECT_EQ(p.h2d().copies, 50);   // only the gradients' round trip
+  EXPECT_EQ(p.d2h().copies, 102);
+  EXPECT_EQ(p.fetched_elements(), 0);
+}
+
+TEST(DeepSpeedPlan, SmallReuseDistanceReleasesAfterEveryUse) {
+  DeepSpeedKnobs k;
+  k.max_reuse_distance = 0;
+  k.prefetch_bucket = 0;
+  const ModelLayout l = layout(64, 3, 1000);
+  const DeepSpeedPlan p = build_deepspeed_plan(l, Loop::offload_param, k);
+  // Each non-persistent tensor is fetched for forward and again for backward, the head too
+  // (a reuse distance of 0 looks at no later module).
+  const std::int64_t persistent = elements(p, p.persistent);
+  EXPECT_EQ(p.fetched_elements(), 2 * (l.total - persistent) + persistent);
+}
+
+}  // namespace
+}  // namespace zob::step_detail
