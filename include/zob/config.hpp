@@ -18,6 +18,9 @@ enum class Arm {
   hostalloc,     // allocated by the device runtime (cudaMallocHost / zeMemAllocHost)
 };
 
+inline constexpr Arm kAllArms[] = {Arm::registered, Arm::unregistered, Arm::pageable,
+                                   Arm::hostalloc};
+
 enum class DeviceKind { automatic, cpu, cuda, xpu };
 
 enum class Loop {
@@ -70,7 +73,9 @@ struct RunConfig {
   std::string trace_path;   // --trace FILE: Chrome trace of every arm run; empty: none
   bool skip_preflight = false;  // --skip-preflight
 
-  std::int64_t tokens() const { return batch * seq; }
+  std::int64_t tokens() const { return batch * seq; }  // one rank's micro-batch
+  // Tokens one step of the arm trains: every rank trains its own micro-batch (data parallel).
+  std::int64_t tokens_per_step() const { return tokens() * (gpus > 1 ? gpus : 1); }
 };
 
 const char* to_string(Arm);

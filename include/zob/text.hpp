@@ -8,4 +8,8 @@ namespace zob {
 // errors and notices travel as one line.
 std::string one_line(std::string text);
 
+// Writes "zero3-offload-bench: <kind><text as one line>\n" to stderr and flushes it; kind is
+// "error: ", "warning: ", "notice: " or "".
+void stderr_line(const std::string& kind, const std::string& text);
+
 }  // namespace zob

@@ -20,10 +20,7 @@ namespace zob {
 
 namespace {
 
-void print_error(const std::string& what) {
-  const std::string line = "zero3-offload-bench: error: " + one_line(what) + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-}
+void print_error(const std::string& what) { stderr_line("error: ", what); }
 
 // argv of a child: <mode> [arm] --internal-config <json> --internal-result-fd <n>
 int run_internal(const std::vector<std::string>& args) {

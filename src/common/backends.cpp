@@ -21,8 +21,13 @@ std::string backend_names(std::string_view conjunction, bool with_auto) {
   const std::size_t n = std::size(kBackends);
   for (std::size_t i = 0; i < n; ++i) {
     if (!out.empty()) {
-      if (conjunction == "|") out += "|";
-      else out += i + 1 == n ? " " + std::string(conjunction) + " " : ", ";
+      if (conjunction == "|" || i + 1 < n) {
+        out += conjunction == "|" ? "|" : ", ";
+      } else {
+        out += ' ';
+        out += conjunction;
+        out += ' ';
+      }
     }
     out += kBackends[i].name;
   }

@@ -50,8 +50,14 @@ std::string schedule_names(const char* conjunction) {
   std::string out;
   const std::size_t n = std::size(kSchedules);
   for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0 && std::string_view(conjunction) == "|") out += "|";
-    else if (i > 0) out += i + 1 == n ? std::string(" ") + conjunction + " " : ", ";
+    const bool bar = std::string_view(conjunction) == "|";
+    if (i > 0 && (bar || i + 1 < n)) {
+      out += bar ? "|" : ", ";
+    } else if (i > 0) {
+      out += ' ';
+      out += conjunction;
+      out += ' ';
+    }
     out += to_string(kSchedules[i]);
   }
   return out;
@@ -65,7 +71,7 @@ Schedule parse_schedule(const std::string& name) {
 }
 
 Arm parse_arm(const std::string& name) {
-  for (Arm a : {Arm::registered, Arm::unregistered, Arm::pageable, Arm::hostalloc}) {
+  for (Arm a : kAllArms) {
     if (name == to_string(a)) return a;
   }
   throw UsageError("unknown arm '" + name +

@@ -15,13 +15,12 @@ ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device&
   r.arm = arm;
   r.device = device.info().backend;
   r.device_info = device.info();
-  r.model = fmt::format("synthetic-h{}-l{}", config.model.hidden, config.model.layers);
+  r.model = model_name(config.model);
   r.params = setup.params;
-  r.params_b = static_cast<double>(static_cast<std::int64_t>(
-                   static_cast<double>(r.params) / 1e6 + 0.5)) / 1e3;
+  r.params_b = params_billions(r.params);
   r.batch = config.batch;
   r.seq = config.seq;
-  r.tokens_per_step = config.tokens();
+  r.tokens_per_step = config.tokens_per_step();
   r.steps = config.steps;
   r.warmup = config.warmup;
   r.loop = to_string(config.loop);

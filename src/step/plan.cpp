@@ -4,6 +4,7 @@
 
 #include "step/step_internal.hpp"
 #include "zob/model.hpp"
+#include "zob/stats.hpp"
 #include "zob/step.hpp"
 
 namespace zob {
@@ -58,35 +59,26 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout) {
   return s;
 }
 
-namespace {
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-}  // namespace
-
 StepBound step_bound(const ArmResult& r, const std::vector<double>& link_s) {
   std::vector<double> adam, compute, wall;
   const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
   for (std::size_t i = first; i < r.samples.size(); ++i) {
     const StepSample& s = r.samples[i];
-    const auto phase = [&](const char* name, bool device) {
-      const auto it = s.phases.find(name);
+    const auto phase = [&](Phase p, bool device) {
+      const auto it = s.phases.find(to_string(p));
       if (it == s.phases.end()) return 0.0;
       return device ? std::max(it->second.device_s, 0.0) : it->second.host_s;
     };
-    adam.push_back(phase("adam", false));
-    compute.push_back(phase("forward", true) + phase("backward", true));
+    adam.push_back(phase(Phase::adam, false));
+    compute.push_back(phase(Phase::forward, true) + phase(Phase::backward, true));
     wall.push_back(s.wall_s);
   }
   StepBound b;
-  b.adam_s = median_of(adam);
-  b.pcie_s = median_of(link_s);
-  b.compute_s = median_of(compute);
+  b.adam_s = median(adam);
+  b.pcie_s = median(link_s);
+  b.compute_s = median(compute);
   b.bound_s = std::max(b.adam_s, b.pcie_s) + b.compute_s;
-  b.ratio = b.bound_s > 0 ? median_of(wall) / b.bound_s : 0;
+  b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
   return b;
 }
 

@@ -39,6 +39,10 @@ struct DeviceSizes {
   }
 };
 
+// The sizes every step needs (batch, seq, chunk_elems, sub_group_size > 0; steps, warmup
+// >= 0); UsageError naming `who` otherwise. The CLI refuses them earlier, with its own words.
+void check_step_config(const RunConfig& c, const char* who);
+
 std::int64_t largest_module(const ModelLayout& layout);
 DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
 // Elements fetched per step under offload_param: every module in forward, every module but

@@ -129,12 +129,40 @@ TEST(Overlap, SpansPhasesAndDeviceMemory) {
   EXPECT_EQ(plan_memory(c).host_pinned_bytes, plan_memory(stock).host_pinned_bytes);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+// step_bound on samples with known numbers: medians over the timed steps only (the warm-up
+// step's huge values must not count), compute = forward + backward device time (a phase
+// without device time counts 0), link = the median of link_s, bound = max(Adam, link) +
+// compute, ratio = median wall / bound.
+TEST(StepBound, FromKnownSamples) {
+  ArmResult r;
+  r.warmup = 1;
+  const double adam[] = {9.0, 0.30, 0.10, 0.20};
+  const double fwd[] = {9.0, 0.01, 0.03, 0.02};
+  const double bwd[] = {9.0, 0.05, 0.04, -1};
+  const double wall[] = {9.0, 0.50, 0.70, 0.60};
+  for (int i = 0; i < 4; ++i) {
+    StepSample s;
+    s.wall_s = wall[i];
+    s.set_phase(Phase::adam, adam[i], -1, 0, 0);
+    s.set_phase(Phase::forward, 0, fwd[i], 0, 0);
+    s.set_phase(Phase::backward, 0, bwd[i], 0, 0);
+    r.samples.push_back(s);
+  }
+  // compute per timed step: 0.06, 0.07, 0.02 -> median 0.06; Adam median 0.20.
+  StepBound b = step_detail::step_bound(r, {0.25, 0.05, 0.15});
+  EXPECT_DOUBLE_EQ(b.adam_s, 0.20);
+  EXPECT_DOUBLE_EQ(b.pcie_s, 0.15);
+  EXPECT_DOUBLE_EQ(b.compute_s, 0.06);
+  EXPECT_DOUBLE_EQ(b.bound_s, 0.26);  // Adam is the longer
+  EXPECT_DOUBLE_EQ(b.ratio, 0.60 / 0.26);
+  b = step_detail::step_bound(r, {0.40, 0.50, 0.45, 0.35});
+  EXPECT_DOUBLE_EQ(b.pcie_s, 0.425);  // an even count: the mean of the middle two
+  EXPECT_DOUBLE_EQ(b.bound_s, 0.485);  // the link is the longer
 }
 
-TEST(Overlap, BoundIsMaxOfAdamAndLinkPlusCompute) {
+// On real runs of both schedules and loops: the link time is positive, and the copies alone
+// stay below the D2H phase (which includes the device cast) plus the copy-back / fetch time.
+TEST(Overlap, BoundOfRealRunsCountsTheCopiesOnly) {
   for (Schedule sch : {Schedule::stock, Schedule::overlap}) {
     for (Loop loop : {Loop::copy_back, Loop::offload_param}) {
       RunConfig c = base();
@@ -143,18 +171,7 @@ TEST(Overlap, BoundIsMaxOfAdamAndLinkPlusCompute) {
       c.loop = loop;
       const ArmResult r = run(c, Arm::unregistered, nullptr);
       const StepBound& b = r.bound;
-      std::vector<double> adam, compute, wall;
-      for (std::size_t i = static_cast<std::size_t>(c.warmup); i < r.samples.size(); ++i) {
-        const auto& s = r.samples[i];
-        adam.push_back(s.phases.at("adam").host_s);
-        compute.push_back(s.phases.at("forward").device_s + s.phases.at("backward").device_s);
-        wall.push_back(s.wall_s);
-      }
-      EXPECT_DOUBLE_EQ(b.adam_s, median(adam));
-      EXPECT_DOUBLE_EQ(b.compute_s, median(compute));
       EXPECT_GT(b.pcie_s, 0);
-      // The link time is the copies alone: below the D2H phase (which includes the device
-      // cast) plus the copy-back / fetch device time.
       double upper = 0;
       for (std::size_t i = static_cast<std::size_t>(c.warmup); i < r.samples.size(); ++i) {
         const auto& ph = r.samples[i].phases;
@@ -163,8 +180,7 @@ TEST(Overlap, BoundIsMaxOfAdamAndLinkPlusCompute) {
                                         .device_s);
       }
       EXPECT_LE(b.pcie_s, upper * (1 + 1e-9));
-      EXPECT_DOUBLE_EQ(b.bound_s, std::max(b.adam_s, b.pcie_s) + b.compute_s);
-      EXPECT_DOUBLE_EQ(b.ratio, median(wall) / b.bound_s);
+      EXPECT_GT(b.bound_s, 0);
     }
   }
 }
