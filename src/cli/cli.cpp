@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <iostream>
+#include <memory>
+#include <stdexcept>
 
 #include "zob/errors.hpp"
 #include "zob/run_flags.hpp"
@@ -25,29 +27,30 @@ constexpr const char* kProgram = "zero3-offload-bench";
 // flag, parsed after CLI11 is done so every refusal names the flag the same way.
 struct RunOptions {
   std::vector<std::string> values;     // per table entry
+  // Toggles are bound to a bool so that CLI11 refuses "--offload-param=maybe".
+  std::unique_ptr<bool[]> toggles;     // per table entry
   std::vector<CLI::Option*> options;   // per table entry
-  const CLI::Option* given(std::string_view name) const {
+  std::size_t index_of(std::string_view name) const {
     const auto flags = run_flags();
     for (std::size_t i = 0; i < flags.size(); ++i) {
-      if (name == flags[i].name) return options[i]->count() > 0 ? options[i] : nullptr;
+      if (name == flags[i].name) return i;
     }
-    return nullptr;
+    throw std::out_of_range("no run flag " + std::string(name));
   }
-  const std::string& value(std::string_view name) const {
-    const auto flags = run_flags();
-    std::size_t i = 0;
-    while (i + 1 < flags.size() && name != flags[i].name) ++i;
-    return values[i];
-  }
+  bool given(std::string_view name) const { return options[index_of(name)]->count() > 0; }
+  // A toggle given and not turned off ("--list-devices=false").
+  bool on(std::string_view name) const { return toggles[index_of(name)]; }
+  const std::string& value(std::string_view name) const { return values[index_of(name)]; }
 };
 
 void add_run_options(CLI::App& app, RunOptions& o) {
   const auto flags = run_flags();
   o.values.resize(flags.size());  // never resized again: CLI11 keeps pointers into it
+  o.toggles = std::make_unique<bool[]>(flags.size());
   for (std::size_t i = 0; i < flags.size(); ++i) {
     const RunFlag& f = flags[i];
     if (f.value_name[0] == '\0') {
-      o.options.push_back(app.add_flag(f.name, f.help));
+      o.options.push_back(app.add_flag(f.name, o.toggles[i], f.help));
       continue;
     }
     CLI::Option* opt = app.add_option(f.name, o.values[i], f.help);
@@ -68,7 +71,7 @@ void apply_run_options(const RunOptions& o, RunConfig& c) {
     const std::string& text = o.values[i];
     switch (f.kind) {
       case FlagKind::integer: f.set(c, parse_integer_flag(f.name, text, f.min, f.max)); break;
-      case FlagKind::toggle: f.set(c, 1); break;
+      case FlagKind::toggle: f.set(c, o.toggles[i] ? 1 : 0); break;
       case FlagKind::value: f.parse(c, text); break;
       case FlagKind::output_file:
       case FlagKind::command: break;
@@ -92,17 +95,17 @@ CliCommand run_command(const RunOptions& o) {
     throw UsageError(fmt::format("--device-index {}: the cpu device has only index 0; leave "
                                  "--device-index out with --device cpu", c.device_index));
   }
-  cmd.threads_given = o.given("--threads") != nullptr;
-  cmd.gpus_given = o.given("--gpus") != nullptr;
+  cmd.threads_given = o.given("--threads");
+  cmd.gpus_given = o.given("--gpus");
   if (!cmd.threads_given) resolve_default_threads(c);
   cmd.launcher = parse_launcher(o.value("--launcher"));
   validate_run_config(c);
-  if (o.given("--list-devices") != nullptr) {
+  if (o.on("--list-devices")) {
     cmd.kind = CliCommand::Kind::list_devices;
     return cmd;
   }
   for (const char* name : {"--trace", "--json"}) {
-    if (o.given(name) == nullptr) continue;
+    if (!o.given(name)) continue;
     check_output_path_writable(o.value(name), name);
     run_flag(name).parse(c, o.value(name));
   }

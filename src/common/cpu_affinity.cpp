@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "zob/errors.hpp"
+#include "zob/text.hpp"
 
 namespace zob {
 
@@ -49,11 +50,7 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& what
   if (whole.empty()) throw UsageError(what + " is empty; give CPUs such as 0-7,16-23");
   std::vector<int> out;
   std::set<int> seen;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t comma = whole.find(',', start);
-    const std::string item = whole.substr(start, comma == std::string::npos ? std::string::npos
-                                                                            : comma - start);
+  for (const std::string& item : split_list(whole)) {
     if (item.empty()) {
       throw UsageError(what + " '" + whole + "' has an empty item; give CPUs such as 0-7,16-23");
     }
@@ -76,8 +73,6 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& what
       }
       out.push_back(c);
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }

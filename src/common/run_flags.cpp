@@ -11,6 +11,7 @@
 #include "zob/backends.hpp"
 #include "zob/cpu_affinity.hpp"
 #include "zob/errors.hpp"
+#include "zob/text.hpp"
 #include "zob/thread_pool.hpp"
 
 namespace zob {
@@ -20,11 +21,7 @@ namespace {
 std::vector<Arm> parse_arm_list(const std::string& text) {
   std::vector<Arm> arms;
   std::set<std::string> seen;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                            : comma - start);
+  for (const std::string& name : split_list(text)) {
     if (name.empty()) {
       throw UsageError("--arms '" + text + "' has an empty arm name; give a comma-separated "
                        "list such as registered,unregistered");
@@ -40,10 +37,16 @@ std::vector<Arm> parse_arm_list(const std::string& text) {
       throw UsageError("--arms: arm '" + name + "' is listed twice; list each arm once");
     }
     arms.push_back(arm);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return arms;
+}
+
+// --chunk-elems / --sub-group-size: the first value, and every value when the list sweeps.
+void parse_sweep(const char* flag, const std::string& text, std::int64_t& first,
+                 std::vector<std::int64_t>& sweep) {
+  const auto v = parse_integer_list(flag, text, 1, limits::elems);
+  first = v.front();
+  if (v.size() > 1) sweep = v;
 }
 
 template <typename T>
@@ -108,18 +111,14 @@ const RunFlag kRunFlags[] = {
      "67108864 (2^26)", FlagKind::value, 1, limits::elems, 1,
      [](const RunConfig& c) -> std::int64_t { return c.chunk_elems; }, nullptr,
      [](RunConfig& c, const std::string& text) {
-       const auto v = parse_integer_list("--chunk-elems", text, 1, limits::elems);
-       c.chunk_elems = v.front();
-       if (v.size() > 1) c.chunk_elems_sweep = v;
+       parse_sweep("--chunk-elems", text, c.chunk_elems, c.chunk_elems_sweep);
      },
      [] { return number(kDefaults.chunk_elems); }},
     {"--sub-group-size", "N[,N...]", "elements per Adam sub-group (a comma list sweeps)",
      "1000000000", FlagKind::value, 1, limits::elems, 1,
      [](const RunConfig& c) -> std::int64_t { return c.sub_group_size; }, nullptr,
      [](RunConfig& c, const std::string& text) {
-       const auto v = parse_integer_list("--sub-group-size", text, 1, limits::elems);
-       c.sub_group_size = v.front();
-       if (v.size() > 1) c.sub_group_size_sweep = v;
+       parse_sweep("--sub-group-size", text, c.sub_group_size, c.sub_group_size_sweep);
      },
      [] { return number(kDefaults.sub_group_size); }},
     {"--schedule", "NAME",
@@ -267,11 +266,7 @@ double parse_seconds_flag(const std::string& flag, const std::string& text, doub
 std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text,
                                              std::int64_t min, std::int64_t max) {
   std::vector<std::int64_t> out;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                            : comma - start);
+  for (const std::string& item : split_list(text)) {
     if (item.empty()) {
       throw UsageError(fmt::format("{} '{}' has an empty value; give one number or a "
                                    "comma-separated list such as 16777216,67108864", flag, text));
@@ -283,8 +278,6 @@ std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std:
       }
     }
     out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }

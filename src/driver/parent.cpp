@@ -62,23 +62,9 @@ std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
 // still names the workload.
 ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pid,
                      std::string error) {
-  ArmResult r;
-  r.arm = arm;
+  ArmResult r = workload_result(c, arm, info);
   r.ok = false;
   r.error = std::move(error);
-  r.device = info.backend;
-  r.device_info = info;
-  r.model = model_name(c.model);
-  r.params = parameter_count(c.model);
-  r.params_b = params_billions(r.params);
-  r.batch = c.batch;
-  r.seq = c.seq;
-  r.tokens_per_step = c.tokens_per_step();
-  r.steps = c.steps;
-  r.warmup = c.warmup;
-  r.loop = to_string(c.loop);
-  r.registration = "none";
-  r.schedule = to_string(c.schedule);
   r.pid = pid;
   return r;
 }

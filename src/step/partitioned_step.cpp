@@ -355,7 +355,7 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
   ArmResult r = step_detail::arm_result_after_setup(
       config, arm, device,
       {.started = t_setup, .before = before, .after = after,
-       .params = parameter_count(config.model), .adam_threads = runner.threads(),
+       .adam_threads = runner.threads(),
        .register_s = runner.register_seconds(), .master = &runner.master_buffer()});
   r.placement = runner.placement();
   r.gpus = comm.size();
