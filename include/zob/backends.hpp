@@ -16,10 +16,10 @@ namespace zob {
 
 struct BackendInfo {
   DeviceKind kind;
-  const char* name;         // --device NAME, DeviceInfo::backend, DRIVERRESULT's "device"
-  const char* plugin;       // file next to the executable; nullptr: linked in
-  const char* not_built;    // the reason a build without the plugin gives
-  bool accelerator;         // tried by --device auto, in table order, before the CPU device
+  const char* name;       // --device NAME, DeviceInfo::backend, DRIVERRESULT's "device"
+  const char* plugin;     // file next to the executable; nullptr: linked in
+  const char* not_built;  // the reason a build without the plugin gives
+  bool accelerator;       // tried by --device auto, in table order, before the CPU device
 };
 
 // In the order the texts list them (and --list-devices probes them).

@@ -23,10 +23,10 @@ enum class Phase {
   reduce_scatter,  // --gpus N: each rank's slice of the summed gradients
 };
 
-inline constexpr Phase kAllPhases[] = {
-    Phase::forward,   Phase::backward,  Phase::grad_offload, Phase::grad_norm,
-    Phase::grad_scale, Phase::adam,     Phase::copy_back,    Phase::param_fetch,
-    Phase::host_cast, Phase::all_gather, Phase::reduce_scatter};
+inline constexpr Phase kAllPhases[] = {Phase::forward,    Phase::backward,      Phase::grad_offload,
+                                       Phase::grad_norm,  Phase::grad_scale,    Phase::adam,
+                                       Phase::copy_back,  Phase::param_fetch,   Phase::host_cast,
+                                       Phase::all_gather, Phase::reduce_scatter};
 
 // The phase's key in StepSample::phases, DRIVERRESULT and the phase table.
 constexpr const char* to_string(Phase p) {

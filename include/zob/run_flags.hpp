@@ -67,8 +67,8 @@ std::string range_text(std::int64_t min, std::int64_t max);
 
 // Strict number parsing for flag values: the whole text, in [min, max]. Throws UsageError
 // naming the flag and the accepted range.
-std::int64_t parse_integer_flag(const std::string& flag, const std::string& text,
-                                std::int64_t min, std::int64_t max);
+std::int64_t parse_integer_flag(const std::string& flag, const std::string& text, std::int64_t min,
+                                std::int64_t max);
 std::uint64_t parse_unsigned_flag(const std::string& flag, const std::string& text);
 double parse_seconds_flag(const std::string& flag, const std::string& text, double max);
 // "a,b,c" of whole numbers, each in [min, max] and given once.

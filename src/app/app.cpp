@@ -35,8 +35,9 @@ int run_internal(const std::vector<std::string>& args) {
     else throw UsageError("internal: unexpected " + args[i] + "; not for direct use");
   }
   if (fd < 0 || config_text.empty()) {
-    throw UsageError("internal: missing --internal-config or --internal-result-fd; not for "
-                     "direct use");
+    throw UsageError(
+        "internal: missing --internal-config or --internal-result-fd; not for "
+        "direct use");
   }
   const RunConfig config = nlohmann::json::parse(config_text).get<RunConfig>();
   return probe ? run_probe_child(config, fd) : run_arm_child(config, parse_arm(args[2]), fd);
@@ -67,8 +68,9 @@ int run_compare(const CliCommand& cmd) {
 int run_benchmark(const CliCommand& cmd, MpiLauncherEntry mpi_launcher) {
   if (cmd.launcher == CliCommand::Launcher::fork) return run_driver(cmd.run);
   if (mpi_launcher == nullptr) {
-    throw UsageError("--launcher mpi: this build has no MPI; install libopenmpi-dev "
-                     "(scripts/deps) and rebuild, or use --launcher fork");
+    throw UsageError(
+        "--launcher mpi: this build has no MPI; install libopenmpi-dev "
+        "(scripts/deps) and rebuild, or use --launcher fork");
   }
   return mpi_launcher(MpiRequest{cmd.run, cmd.gpus_given, cmd.threads_given});
 }

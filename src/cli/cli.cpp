@@ -4,10 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -26,10 +26,10 @@ constexpr const char* kProgram = "zero3-offload-bench";
 // The run flags' CLI11 options, registered from the table (zob/run_flags.hpp): one text per
 // flag, parsed after CLI11 is done so every refusal names the flag the same way.
 struct RunOptions {
-  std::vector<std::string> values;     // per table entry
+  std::vector<std::string> values;  // per table entry
   // Toggles are bound to a bool so that CLI11 refuses "--offload-param=maybe".
-  std::unique_ptr<bool[]> toggles;     // per table entry
-  std::vector<CLI::Option*> options;   // per table entry
+  std::unique_ptr<bool[]> toggles;    // per table entry
+  std::vector<CLI::Option*> options;  // per table entry
   std::size_t index_of(std::string_view name) const {
     const auto flags = run_flags();
     for (std::size_t i = 0; i < flags.size(); ++i) {
@@ -92,8 +92,10 @@ CliCommand run_command(const RunOptions& o) {
   RunConfig& c = cmd.run;
   apply_run_options(o, c);
   if (c.device == DeviceKind::cpu && c.device_index != 0) {
-    throw UsageError(fmt::format("--device-index {}: the cpu device has only index 0; leave "
-                                 "--device-index out with --device cpu", c.device_index));
+    throw UsageError(
+        fmt::format("--device-index {}: the cpu device has only index 0; leave "
+                    "--device-index out with --device cpu",
+                    c.device_index));
   }
   cmd.threads_given = o.given("--threads");
   cmd.gpus_given = o.given("--gpus");
@@ -121,20 +123,22 @@ struct CompareOptionsCli {
 };
 
 void add_compare(CLI::App& app, CompareOptionsCli& o) {
-  o.app = app.add_subcommand("compare",
-                             "saved results (--json files or captured stdout) side by side");
+  o.app =
+      app.add_subcommand("compare", "saved results (--json files or captured stdout) side by side");
   o.app->add_option("files", o.files, "two or more result files")->type_name("FILE");
   o.app->add_flag("--force", o.force, "compare even when the workloads differ");
-  o.json_opt = o.app->add_option("--json", o.json, "also write the comparison here")
-                   ->type_name("FILE");
+  o.json_opt =
+      o.app->add_option("--json", o.json, "also write the comparison here")->type_name("FILE");
 }
 
 CliCommand compare_command(const CompareOptionsCli& o) {
   CliCommand cmd;
   cmd.kind = CliCommand::Kind::compare;
   if (o.files.size() < 2) {
-    throw UsageError(fmt::format("compare needs at least two result files, got {}; give e.g. "
-                                 "compare cuda.json xpu.json", o.files.size()));
+    throw UsageError(
+        fmt::format("compare needs at least two result files, got {}; give e.g. "
+                    "compare cuda.json xpu.json",
+                    o.files.size()));
   }
   cmd.compare.files = o.files;
   cmd.compare.force = o.force;
@@ -161,8 +165,7 @@ void add_adam(CLI::App& app, AdamOptionsCli& o) {
   o.app->add_option("--repeats", o.repeats, "timed repeats (medians reported)")
       ->capture_default_str()
       ->type_name("N");
-  o.json_opt = o.app->add_option("--json", o.json, "also write the result here")
-                   ->type_name("FILE");
+  o.json_opt = o.app->add_option("--json", o.json, "also write the result here")->type_name("FILE");
 }
 
 CliCommand adam_command(const AdamOptionsCli& o) {
@@ -186,9 +189,10 @@ void refuse_run_flags_next_to(const CLI::App& app, const CLI::App* sub) {
   if (!sub->parsed()) return;
   for (const CLI::Option* opt : app.get_options()) {
     if (opt->count() > 0) {
-      throw UsageError(fmt::format("{} is a flag of the benchmark run, not of {}; see {} {} "
-                                   "--help", opt->get_name(), sub->get_name(), kProgram,
-                                   sub->get_name()));
+      throw UsageError(
+          fmt::format("{} is a flag of the benchmark run, not of {}; see {} {} "
+                      "--help",
+                      opt->get_name(), sub->get_name(), kProgram, sub->get_name()));
     }
   }
 }
@@ -198,8 +202,8 @@ void refuse_run_flags_next_to(const CLI::App& app, const CLI::App* sub) {
 void validate_adam_options(const AdamBenchOptions& o) {
   auto in = [](const char* flag, std::int64_t v, std::int64_t max) {
     if (v < 1 || v > max) {
-      throw UsageError(fmt::format("adam {} {} is out of range; give {}", flag, v,
-                                   range_text(1, max)));
+      throw UsageError(
+          fmt::format("adam {} {} is out of range; give {}", flag, v, range_text(1, max)));
     }
   };
   in("--params", o.params, limits::elems);
@@ -216,8 +220,8 @@ void check_output_path_writable(const std::string& path, const std::string& flag
   if (existed && S_ISDIR(st.st_mode)) {
     throw UsageError(flag + " " + path + " is a directory; give a file name");
   }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | (existed ? 0 : O_CREAT | O_EXCL),
-                        0644);
+  const int fd = ::open(path.c_str(),
+                        O_WRONLY | O_APPEND | O_CLOEXEC | (existed ? 0 : O_CREAT | O_EXCL), 0644);
   if (fd < 0) {
     throw UsageError(fmt::format("{} {} cannot be written ({}); choose a writable folder", flag,
                                  path, std::strerror(errno)));
@@ -227,9 +231,10 @@ void check_output_path_writable(const std::string& path, const std::string& flag
 }
 
 CliCommand parse_command_line(const std::vector<std::string>& args) {
-  CLI::App app{"Measures what registering host memory with the accelerator does to a ZeRO-3 "
-               "CPU-offload training step.",
-               kProgram};
+  CLI::App app{
+      "Measures what registering host memory with the accelerator does to a ZeRO-3 "
+      "CPU-offload training step.",
+      kProgram};
   app.set_version_flag("--version", std::string(kProgram) + " " + ZOB_VERSION);
   app.require_subcommand(0, 1);
   RunOptions run;

@@ -15,11 +15,11 @@ namespace zob {
 struct CliCommand {
   enum class Kind { run, adam, exit_now, compare, list_devices };
   Kind kind = Kind::run;
-  RunConfig run;               // Kind::run, Kind::list_devices (device index, timeout)
-  AdamBenchOptions adam;       // Kind::adam
-  std::string adam_json_path;  // Kind::adam, "" = none
-  int exit_code = 0;           // Kind::exit_now (--help, --version)
-  CompareOptions compare;      // Kind::compare
+  RunConfig run;                  // Kind::run, Kind::list_devices (device index, timeout)
+  AdamBenchOptions adam;          // Kind::adam
+  std::string adam_json_path;     // Kind::adam, "" = none
+  int exit_code = 0;              // Kind::exit_now (--help, --version)
+  CompareOptions compare;         // Kind::compare
   std::string compare_json_path;  // Kind::compare, "" = none
   // Kind::run: --launcher fork (default: the ranks of --gpus N are forked on this host) or
   // mpi (this process is one rank started by mpirun; src/driver/mpi_launcher.cpp). The mpi

@@ -1,7 +1,7 @@
 // validate_run_config: the checks of a RunConfig, next to the config (zob/config.hpp). The
 // ranges come from the flag table (zob/run_flags.hpp).
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <set>
@@ -55,16 +55,19 @@ void check_ranges(const RunConfig& c) {
   // 0 with several ranks: one thread per CPU of the rank's slice (chosen by each rank).
   if (c.gpus == 1) check_range("--threads", c.threads, 1, limits::threads);
   if (!(c.timeout_s >= 0) || !std::isfinite(c.timeout_s) || c.timeout_s > limits::timeout_s) {
-    throw UsageError(fmt::format("--timeout {} is out of range; give 0 (no limit) to {:g} "
-                                 "seconds", c.timeout_s, limits::timeout_s));
+    throw UsageError(
+        fmt::format("--timeout {} is out of range; give 0 (no limit) to {:g} "
+                    "seconds",
+                    c.timeout_s, limits::timeout_s));
   }
 }
 
 // What several ranks do not implement yet, the CPU list, the arms.
 void check_combinations(const RunConfig& c) {
   if (c.gpus != 1 && c.loop == Loop::offload_param) {
-    throw UsageError("--gpus with --offload-param is not implemented yet: several ranks run the "
-                     "default copy-back loop; drop --offload-param or use --gpus 1");
+    throw UsageError(
+        "--gpus with --offload-param is not implemented yet: several ranks run the "
+        "default copy-back loop; drop --offload-param or use --gpus 1");
   }
   if (c.gpus != 1 && c.schedule != Schedule::stock) {
     throw UsageError(std::string("--gpus with --schedule ") + to_string(c.schedule) +
@@ -91,30 +94,36 @@ void check_sizes(const RunConfig& c) {
   const auto h = static_cast<std::uint64_t>(c.model.hidden);
   const auto n = static_cast<std::uint64_t>(c.model.layers);
   const auto tokens = mul(static_cast<std::uint64_t>(c.batch), static_cast<std::uint64_t>(c.seq));
-  const std::string shape = fmt::format("--hidden {} --layers {} --vocab {} --batch {} --seq {}",
-                                        h, n, V, c.batch, c.seq);
+  const std::string shape = fmt::format("--hidden {} --layers {} --vocab {} --batch {} --seq {}", h,
+                                        n, V, c.batch, c.seq);
   // The parameter formula of docs/anatomy.md (parameter_count), in checked arithmetic.
   const auto per_layer = add(mul(mul(h, h), 8), mul(h, 5));
   const auto params = add(mul(mul(V, h), 2), mul(per_layer, n));
   if (!params || *params > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-    throw UsageError("the model " + shape + " has more parameters than fit in 64 bits; "
+    throw UsageError("the model " + shape +
+                     " has more parameters than fit in 64 bits; "
                      "choose a smaller --hidden, --layers or --vocab");
   }
   // 28 B/param of Adam traffic is the largest per-parameter byte count any part computes.
   if (!mul(*params, 28)) {
-    throw UsageError(fmt::format("the model {} has {} parameters; its byte counts (28 B/param) "
-                                 "overflow 64 bits; choose a smaller model", shape, *params));
+    throw UsageError(
+        fmt::format("the model {} has {} parameters; its byte counts (28 B/param) "
+                    "overflow 64 bits; choose a smaller model",
+                    shape, *params));
   }
   if (!tokens || *tokens > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max())) {
-    throw UsageError(fmt::format("--batch {} x --seq {} tokens exceeds {} (token positions are "
-                                 "32-bit); choose a smaller batch or seq", c.batch, c.seq,
-                                 std::numeric_limits<std::int32_t>::max()));
+    throw UsageError(
+        fmt::format("--batch {} x --seq {} tokens exceeds {} (token positions are "
+                    "32-bit); choose a smaller batch or seq",
+                    c.batch, c.seq, std::numeric_limits<std::int32_t>::max()));
   }
   // Activations: logits [T, V] and the fc1 outputs [T, 4h] per layer, bf16, plus fp32 copies.
   const auto activations = add(mul(mul(*tokens, V), 4), mul(mul(mul(*tokens, h), 16), n + 1));
   if (!activations || !mul(*activations, 4)) {
-    throw UsageError(fmt::format("the activations of {} overflow 64-bit byte counts; choose a "
-                                 "smaller batch, seq, hidden or vocab", shape));
+    throw UsageError(
+        fmt::format("the activations of {} overflow 64-bit byte counts; choose a "
+                    "smaller batch, seq, hidden or vocab",
+                    shape));
   }
   if (!mul(static_cast<std::uint64_t>(c.chunk_elems), 4)) {
     throw UsageError("--chunk-elems is too large; give at most 2**50");

@@ -1,10 +1,10 @@
 // The run flags' table (zob/run_flags.hpp) and the strict parsing of flag values.
 #include "zob/run_flags.hpp"
 
+#include <fmt/format.h>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <set>
 #include <stdexcept>
 
@@ -23,7 +23,8 @@ std::vector<Arm> parse_arm_list(const std::string& text) {
   std::set<std::string> seen;
   for (const std::string& name : split_list(text)) {
     if (name.empty()) {
-      throw UsageError("--arms '" + text + "' has an empty arm name; give a comma-separated "
+      throw UsageError("--arms '" + text +
+                       "' has an empty arm name; give a comma-separated "
                        "list such as registered,unregistered");
     }
     Arm arm{};
@@ -50,7 +51,9 @@ void parse_sweep(const char* flag, const std::string& text, std::int64_t& first,
 }
 
 template <typename T>
-std::string number(T v) { return std::to_string(v); }
+std::string number(T v) {
+  return std::to_string(v);
+}
 
 const RunConfig kDefaults{};
 
@@ -77,15 +80,16 @@ const RunFlag kRunFlags[] = {
      [](const RunConfig& c) -> std::int64_t { return c.steps; },
      [](RunConfig& c, std::int64_t v) { c.steps = static_cast<int>(v); }, nullptr,
      [] { return number(kDefaults.steps); }},
-    {"--warmup", "N", "untimed steps before them (>= 0)", "2", FlagKind::integer, 0,
-     limits::steps, 0, [](const RunConfig& c) -> std::int64_t { return c.warmup; },
+    {"--warmup", "N", "untimed steps before them (>= 0)", "2", FlagKind::integer, 0, limits::steps,
+     0, [](const RunConfig& c) -> std::int64_t { return c.warmup; },
      [](RunConfig& c, std::int64_t v) { c.warmup = static_cast<int>(v); }, nullptr,
      [] { return number(kDefaults.warmup); }},
     {"--vocab", "N", "vocabulary size", "32000", FlagKind::integer, 1, limits::vocab, 1,
      [](const RunConfig& c) -> std::int64_t { return c.model.vocab; },
      [](RunConfig& c, std::int64_t v) { c.model.vocab = v; }, nullptr,
      [] { return number(kDefaults.model.vocab); }},
-    {"--device", "NAME", backend_names("|", true), "auto", FlagKind::value, 0, 0, 0, nullptr, nullptr,
+    {"--device", "NAME", backend_names("|", true), "auto", FlagKind::value, 0, 0, 0, nullptr,
+     nullptr,
      [](RunConfig& c, const std::string& text) {
        try {
          c.device = parse_device_kind(text);
@@ -124,8 +128,7 @@ const RunFlag kRunFlags[] = {
     {"--schedule", "NAME",
      schedule_names("|") +
          ": the step's order of copies, waits and Adam (deepspeed: as DeepSpeed 0.19.8 runs it)",
-     "stock",
-     FlagKind::value, 0, 0, 0, nullptr, nullptr,
+     "stock", FlagKind::value, 0, 0, 0, nullptr, nullptr,
      [](RunConfig& c, const std::string& text) {
        try {
          c.schedule = parse_schedule(text);
@@ -157,9 +160,9 @@ const RunFlag kRunFlags[] = {
      nullptr, nullptr,
      [](RunConfig& c, const std::string& text) { c.seed = parse_unsigned_flag("--seed", text); },
      [] { return number(kDefaults.seed); }},
-    {"--json", "FILE", "also write DRIVERRESULT (pretty) here", "none", FlagKind::output_file, 0,
-     0, 0, nullptr, nullptr,
-     [](RunConfig& c, const std::string& text) { c.json_path = text; }, nullptr},
+    {"--json", "FILE", "also write DRIVERRESULT (pretty) here", "none", FlagKind::output_file, 0, 0,
+     0, nullptr, nullptr, [](RunConfig& c, const std::string& text) { c.json_path = text; },
+     nullptr},
     {"--timeout", "SECONDS", "seconds per arm, 0 = no limit", "0", FlagKind::value, 0, 0, 0,
      nullptr, nullptr,
      [](RunConfig& c, const std::string& text) {
@@ -168,8 +171,8 @@ const RunFlag kRunFlags[] = {
      [] { return std::string("0"); }},
     // config_min 0: "all", resolved by the driver.
     {"--gpus", "N|all", "ranks per arm, one per device (ZeRO-3 partitioned), or 'all'", "1",
-     FlagKind::value, 1, limits::gpus, 0,
-     [](const RunConfig& c) -> std::int64_t { return c.gpus; }, nullptr,
+     FlagKind::value, 1, limits::gpus, 0, [](const RunConfig& c) -> std::int64_t { return c.gpus; },
+     nullptr,
      [](RunConfig& c, const std::string& text) {
        c.gpus = text == "all"
                     ? 0
@@ -212,8 +215,8 @@ std::string range_text(std::int64_t min, std::int64_t max) {
   return fmt::format("a whole number from {} to {}", min, max);
 }
 
-std::int64_t parse_integer_flag(const std::string& flag, const std::string& text,
-                                std::int64_t min, std::int64_t max) {
+std::int64_t parse_integer_flag(const std::string& flag, const std::string& text, std::int64_t min,
+                                std::int64_t max) {
   const char* s = text.c_str();
   char* end = nullptr;
   errno = 0;
@@ -221,12 +224,12 @@ std::int64_t parse_integer_flag(const std::string& flag, const std::string& text
   const bool digits = !text.empty() && end == s + text.size() &&
                       text.find_first_not_of("+-0123456789") == std::string::npos;
   if (!digits) {
-    throw UsageError(fmt::format("{} '{}' is not a whole number; give {}", flag, text,
-                                 range_text(min, max)));
+    throw UsageError(
+        fmt::format("{} '{}' is not a whole number; give {}", flag, text, range_text(min, max)));
   }
   if (errno == ERANGE || v < min || v > max) {
-    throw UsageError(fmt::format("{} {} is out of range; give {}", flag, text,
-                                 range_text(min, max)));
+    throw UsageError(
+        fmt::format("{} {} is out of range; give {}", flag, text, range_text(min, max)));
   }
   return v;
 }
@@ -237,8 +240,8 @@ std::uint64_t parse_unsigned_flag(const std::string& flag, const std::string& te
   const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
       end != text.c_str() + text.size()) {
-    throw UsageError(fmt::format("{} '{}' is not a whole number; give one from 0 to {}", flag,
-                                 text, std::numeric_limits<std::uint64_t>::max()));
+    throw UsageError(fmt::format("{} '{}' is not a whole number; give one from 0 to {}", flag, text,
+                                 std::numeric_limits<std::uint64_t>::max()));
   }
   if (errno == ERANGE) {
     throw UsageError(fmt::format("{} {} is out of range; give one from 0 to {}", flag, text,
@@ -251,14 +254,16 @@ double parse_seconds_flag(const std::string& flag, const std::string& text, doub
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE ||
-      !std::isfinite(v) || text.find_first_of("xXpPnN") != std::string::npos) {
-    throw UsageError(fmt::format("{} '{}' is not a number of seconds; give e.g. 30 or 0.5 "
-                                 "(0 = no limit)", flag, text));
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v) ||
+      text.find_first_of("xXpPnN") != std::string::npos) {
+    throw UsageError(
+        fmt::format("{} '{}' is not a number of seconds; give e.g. 30 or 0.5 "
+                    "(0 = no limit)",
+                    flag, text));
   }
   if (v < 0 || v > max) {
-    throw UsageError(fmt::format("{} {} is out of range; give 0 (no limit) to {:g} seconds",
-                                 flag, text, max));
+    throw UsageError(
+        fmt::format("{} {} is out of range; give 0 (no limit) to {:g} seconds", flag, text, max));
   }
   return v;
 }
@@ -268,8 +273,10 @@ std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std:
   std::vector<std::int64_t> out;
   for (const std::string& item : split_list(text)) {
     if (item.empty()) {
-      throw UsageError(fmt::format("{} '{}' has an empty value; give one number or a "
-                                   "comma-separated list such as 16777216,67108864", flag, text));
+      throw UsageError(
+          fmt::format("{} '{}' has an empty value; give one number or a "
+                      "comma-separated list such as 16777216,67108864",
+                      flag, text));
     }
     const std::int64_t v = parse_integer_flag(flag, item, min, max);
     for (std::int64_t seen : out) {

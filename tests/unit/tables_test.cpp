@@ -142,8 +142,8 @@ TEST(Backends, NamesRoundTripAndAutoTriesAcceleratorsFirst) {
 }
 
 TEST(Phase, SchemaListsExactlyThePhases) {
-  const auto schema = nlohmann::json::parse(
-      read_file(std::string(ZOB_SOURCE_DIR) + "/docs/result-schema.json"));
+  const auto schema =
+      nlohmann::json::parse(read_file(std::string(ZOB_SOURCE_DIR) + "/docs/result-schema.json"));
   std::vector<std::string> listed;
   // Every "phases" object of the schema names its keys with the same enum.
   std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& j) {
