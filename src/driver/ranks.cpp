@@ -108,6 +108,13 @@ int rank_device_index(const RunConfig& c, int rank) {
                                                               : c.device_index + rank;
 }
 
+// This process's result for `arm` on fd (its parent's pipe), as one JSON document.
+void send_result(int fd, Arm arm, ArmResult& r) {
+  r.arm = arm;
+  r.pid = static_cast<int>(::getpid());
+  write_all(fd, dump_json(nlohmann::json(r)));
+}
+
 // The body of a rank process; never returns.
 [[noreturn]] void rank_main(const RunConfig& config, Arm arm, int rank, ShmRegion& region,
                             int write_fd) {
@@ -152,9 +159,7 @@ int rank_device_index(const RunConfig& c, int rank) {
     r.error = one_line(e.what());
     code = 1;
   }
-  r.arm = arm;
-  r.pid = static_cast<int>(::getpid());
-  write_all(write_fd, dump_json(nlohmann::json(r)));
+  send_result(write_fd, arm, r);
   std::fflush(stderr);
   std::fflush(stdout);
   ::_exit(code);
@@ -464,9 +469,7 @@ int run_ranked_arm_child(const RunConfig& config, Arm arm, int result_fd) {
     merged.error = one_line(e.what());
     code = 1;
   }
-  merged.arm = arm;
-  merged.pid = static_cast<int>(::getpid());
-  write_all(result_fd, dump_json(nlohmann::json(merged)));
+  send_result(result_fd, arm, merged);
   return code;
 }
 
