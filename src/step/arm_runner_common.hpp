@@ -34,15 +34,15 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, 
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
                                           ThreadPlacement* placement);
 
-// Builds a Runner (setup() first), runs warmup + steps steps and fills the ArmResult. Runner
+// Builds a Runner(config, arm, device, extra...) (setup() first), runs warmup + steps steps and fills the ArmResult. Runner
 // has setup(), run_step(t), master(), total(), threads(), register_seconds(),
 // master_buffer(), placement(), link_seconds().
-template <class Runner>
+template <class Runner, class... Extra>
 ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
-                       std::vector<float>* final_master) {
+                       std::vector<float>* final_master, const Extra&... extra) {
   const auto t_setup = std::chrono::steady_clock::now();
   const HostMemoryCounters before = host_memory_counters();
-  Runner runner(config, arm, device);
+  Runner runner(config, arm, device, extra...);
   runner.setup();
   const HostMemoryCounters after = host_memory_counters();
 

@@ -186,6 +186,8 @@ void add_gradients(DeepSpeedPlan& plan, DsVisit& visit, const Leaf& leaf, const 
     const std::int64_t n = plan.tensors[static_cast<std::size_t>(t)].count;
     const bool flush = elements > 0 && elements + n > k.reduce_bucket;
     if (flush) {
+      // partition_grads walks the bucket in ds_id order (the profile: block 0 first, head last)
+      std::sort(bucket.tensors.begin(), bucket.tensors.end());
       plan.flushes.push_back(std::move(bucket));
       bucket = {};
       elements = 0;
@@ -228,7 +230,10 @@ DeepSpeedPlan build_deepspeed_plan(const ModelLayout& layout, Loop loop, const D
     if (!visit.forward) add_gradients(plan, visit, leaves[static_cast<std::size_t>(trace[v])], k, bucket, elements);
     plan.visits.push_back(std::move(visit));
   }
-  if (!bucket.tensors.empty()) plan.flushes.push_back(std::move(bucket));
+  if (!bucket.tensors.empty()) {
+    std::sort(bucket.tensors.begin(), bucket.tensors.end());
+    plan.flushes.push_back(std::move(bucket));
+  }
   return plan;
 }
 
@@ -248,6 +253,8 @@ DeepSpeedPlan::Count DeepSpeedPlan::h2d() const {
   for (const DsFlush& f : flushes) {
     for (int t : f.tensors) add(t);  // the bf16 gradient back to the device
   }
+  c.copies += kNormWrites;  // the global norm's scalar writes
+  c.bytes += 4 * kNormWrites;
   return c;
 }
 
@@ -259,8 +266,8 @@ DeepSpeedPlan::Count DeepSpeedPlan::d2h() const {
       c.bytes += 6 * static_cast<std::uint64_t>(tensors[static_cast<std::size_t>(t)].count);
     }
   }
-  c.copies += 2;  // the global norm: .item() and .cpu()
-  c.bytes += 8;
+  c.copies += kNormReads;  // the global norm's scalar reads: 8 B, then 4 B each
+  c.bytes += 8 + 4 * (kNormReads - 1);
   return c;
 }
 

@@ -18,10 +18,10 @@
 //    elements of the trace, or a prefetch already claimed its next use;
 //  - gradients: each tensor's gradient joins the reduce bucket (reduce_bucket_size 5e8
 //    elements); when the next one would overflow it, and at the end of backward, the bucket is
-//    flushed: per tensor D2H bf16 into the pinned bf16 gradient partition, H2D back into a
+//    flushed, in ds_id order: per tensor D2H bf16 into the pinned bf16 gradient partition, H2D back into a
 //    device temporary, its fp32 cast for the norm, its fp32 cast and D2H into the pinned fp32
 //    gradient of the optimizer; at most 2 flushes in flight (max_param_reduce_events);
-//  - the step: the global norm's two device -> host reads, then per sub-group the CPU gradient
+//  - the step: the global norm's scalar reads and writes, then per sub-group the CPU gradient
 //    scaling pass, CPU Adam, and the master -> bf16 cast on the host (offload_param) or the
 //    copy-back (copy_back loop).
 #pragma once
@@ -71,6 +71,12 @@ struct DsVisit {
 struct DsFlush {
   std::vector<int> tensors;  // in bucket order
 };
+
+// The global gradient norm (complete_grad_norm_calculation_for_cpu_offload and its checks) in
+// the profile: a float64 scalar read (8 B), two 4 B scalar writes from pageable memory, two
+// 4 B reads; every one a host synchronisation.
+inline constexpr int kNormReads = 3;
+inline constexpr int kNormWrites = 2;
 
 struct DeepSpeedPlan {
   std::vector<DsTensor> tensors;

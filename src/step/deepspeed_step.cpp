@@ -46,9 +46,9 @@ struct HostTimes {
 
 class DeepSpeedRunner {
  public:
-  DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev)
+  DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev, const DeepSpeedKnobs& knobs)
       : cfg_(config), arm_(arm), dev_(dev), layout_(ModelLayout::build(config.model)),
-        plan_(build_deepspeed_plan(layout_, config.loop)) {}
+        plan_(build_deepspeed_plan(layout_, config.loop, knobs)), knobs_(knobs) {}
   // Every queue idle before device or host memory goes away (registered memory above all).
   ~DeepSpeedRunner() {
     try {
@@ -68,7 +68,9 @@ class DeepSpeedRunner {
     return master_.register_seconds() + grads_.register_seconds() +
            grads_bf16_.register_seconds() + pbf16_.register_seconds();
   }
-  const HostBuffer& master_buffer() const { return master_; }
+  // The buffer whose registration stands for the arm's: the fp32 gradients, pinned in every
+  // loop (the master is plain memory under offload_param).
+  const HostBuffer& master_buffer() const { return grads_; }
   const ThreadPlacement& placement() const { return placement_; }
   double link_seconds() const { return link_s_; }
 
@@ -96,6 +98,7 @@ class DeepSpeedRunner {
   Device& dev_;
   ModelLayout layout_;
   DeepSpeedPlan plan_;
+  DeepSpeedKnobs knobs_;
   std::vector<SubGroup> sub_groups_;
   std::int64_t pieces_ = 0;
   std::unique_ptr<ThreadPool> pool_;
@@ -104,7 +107,7 @@ class DeepSpeedRunner {
   std::vector<std::vector<bool>> flush_of_module_;
 
   HostBuffer master_, grads_, grads_bf16_, exp_avg_, exp_avg_sq_, pbf16_;
-  DeviceBuffer params_, grad_store_, temp_bf16_, temp_f32_, copy_temp_;
+  DeviceBuffer params_, grad_store_, temp_bf16_, temp_f32_, copy_temp_, norm_scalar_;
   ModuleMath math_;
 
   std::unique_ptr<DeviceEvent> origin_, norm_read_;
@@ -125,7 +128,11 @@ void DeepSpeedRunner::setup() {
   pool_ = make_arm_pool(cfg_, arm_, dev_, &placement_);
   const HostMemoryMode pinned = pinned_mode_for(arm_);
   const auto P2 = static_cast<std::size_t>(P) * 2, P4 = P2 * 2;
-  master_ = HostBuffer(P4, pinned, &dev_, "fp32 master", pool_.get());
+  // DeepSpeed pins the fp32 master only where a copy reads it: under offload_param the host
+  // casts it into the pinned bf16 buffer, and it stays plain memory (the profile's 53 locked
+  // buffers hold no fp32 master).
+  master_ = HostBuffer(P4, offload() ? HostMemoryMode::pageable : pinned, &dev_, "fp32 master",
+                       pool_.get());
   grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients", pool_.get());
   grads_bf16_ = HostBuffer(P2, pinned, &dev_, "bf16 gradient partition", pool_.get());
   exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
@@ -139,6 +146,7 @@ void DeepSpeedRunner::setup() {
   temp_bf16_ = DeviceBuffer(dev_, ds.flush_temp_bf16);
   temp_f32_ = DeviceBuffer(dev_, ds.flush_temp_f32);
   copy_temp_ = DeviceBuffer(dev_, ds.copy_temp);
+  norm_scalar_ = DeviceBuffer(dev_, 256);
   math_ = ModuleMath(dev_, cfg_, layout_, cfg_.seed);
 
   grads_of_module_.assign(static_cast<std::size_t>(modules()), {});
@@ -291,7 +299,7 @@ void DeepSpeedRunner::gradient_hooks(std::int64_t module) {
 // __reduce_and_partition_ipg_grads + partition_grads for one bucket, on the reduce stream.
 void DeepSpeedRunner::flush(const DsFlush& f) {
   const auto t0 = Clock::now();
-  if (reduce_events_.size() > 2) {  // max_param_reduce_events
+  if (reduce_events_.size() > static_cast<std::size_t>(knobs_.max_reduce_events)) {
     dev_.event_synchronize(*reduce_events_.front());
     reduce_events_.pop_front();
   }
@@ -316,15 +324,26 @@ void DeepSpeedRunner::flush(const DsFlush& f) {
   host_.flush += seconds_between(t0, Clock::now());
 }
 
-// complete_grad_norm_calculation_for_cpu_offload: float(total_norm) and total_norm.cpu(),
-// two reads of a device scalar, each a host synchronisation.
+// The global norm as the profile shows it (complete_grad_norm_calculation_for_cpu_offload and
+// its checks): a float64 scalar read, two 4 B writes from pageable memory, two 4 B reads (one
+// of them here the loss), each followed by a host synchronisation of the compute stream.
 void DeepSpeedRunner::read_norm() {
   const auto t0 = Clock::now();
-  for (float* dst : {&norm_host_, &loss_host_}) {
-    dev_.copy_to_host(Queue::compute, dst, math_.loss(), sizeof(float));
+  const auto sync = [&] {
     dev_.record(*norm_read_, Queue::compute);
     dev_.event_synchronize(*norm_read_);
+  };
+  double norm64 = 0;
+  dev_.copy_to_host(Queue::compute, &norm64, norm_scalar_.as<void>(), sizeof norm64);
+  sync();
+  for (int i = 0; i < kNormWrites; ++i) {
+    dev_.copy_to_device(Queue::compute, norm_scalar_.as<void>(), &norm_host_, sizeof norm_host_);
+    sync();
   }
+  dev_.copy_to_host(Queue::compute, &norm_host_, norm_scalar_.as<void>(), sizeof norm_host_);
+  sync();
+  dev_.copy_to_host(Queue::compute, &loss_host_, math_.loss(), sizeof loss_host_);
+  sync();
   host_.norm = seconds_between(t0, Clock::now());
 }
 
@@ -358,17 +377,17 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
   }
 }
 
-// _post_step: the persistent tensors, released at the start of the step, are gathered again
-// with one blocking copy each (.to(device): a copy, then a stream synchronisation).
+// _post_step: the persistent tensors, released at the start of the step, are gathered again:
+// one copy each on the compute stream, then the host synchronises it.
 void DeepSpeedRunner::gather_persistent() {
-  if (!offload()) return;
+  if (!offload() || plan_.persistent.empty()) return;
   const auto t0 = Clock::now();
   for (int id : plan_.persistent) {
     const DsTensor& t = tensor(id);
     copy(fetches_, Queue::compute, "h2d", "gather:" + t.name, true, params_.as<bf16>() + t.offset,
          pbf16_.as<bf16>() + t.offset, static_cast<std::size_t>(t.count) * 2);
-    dev_.event_synchronize(fetches_.end[fetches_.used - 1]);
   }
+  dev_.event_synchronize(fetches_.end[fetches_.used - 1]);
   host_.gather += seconds_between(t0, Clock::now());
 }
 
@@ -432,7 +451,7 @@ void DeepSpeedRunner::report(StepSample& s) {
   copies(flush_copies_);
   // 6 B/param leave the device (bf16 + fp32) and 2 B/param come back (the bf16 round trip).
   phase(Phase::grad_offload, host_.flush + host_.grad_wait, flush_device, 8 * P, layout_.total);
-  phase(Phase::grad_norm, host_.norm, -1, 8, 0);
+  phase(Phase::grad_norm, host_.norm, -1, 8 + 4 * (kNormReads - 1) + 4 * kNormWrites, 0);
   phase(Phase::grad_scale, host_.scale, -1, 8 * P, layout_.total);
   phase(Phase::adam, host_.adam, -1, 28 * P, layout_.total);
   if (offload()) {
@@ -456,8 +475,13 @@ void DeepSpeedRunner::report(StepSample& s) {
 }  // namespace
 
 ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
+                            std::vector<float>* final_master, const DeepSpeedKnobs& knobs) {
+  return run_arm_with<DeepSpeedRunner>(config, arm, device, final_master, knobs);
+}
+
+ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
                             std::vector<float>* final_master) {
-  return run_arm_with<DeepSpeedRunner>(config, arm, device, final_master);
+  return run_deepspeed_arm(config, arm, device, final_master, DeepSpeedKnobs{});
 }
 
 }  // namespace zob::step_detail

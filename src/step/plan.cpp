@@ -90,9 +90,14 @@ MemoryPlan plan_memory(const RunConfig& config) {
   MemoryPlan plan;
   plan.host_pinned_bytes = 4 * P + 4 * P;  // fp32 master + fp32 gradients
   if (config.loop == Loop::offload_param) plan.host_pinned_bytes += 2 * P;  // bf16 params
-  // DeepSpeed's pinned bf16 gradient partition (grad_partitions_flat_buffer)
-  if (config.schedule == Schedule::deepspeed) plan.host_pinned_bytes += 2 * P;
   plan.host_pageable_bytes = 4 * P + 4 * P;  // exp_avg + exp_avg_sq
+  if (config.schedule == Schedule::deepspeed) {
+    plan.host_pinned_bytes += 2 * P;  // DeepSpeed's pinned bf16 gradient partition
+    if (config.loop == Loop::offload_param) {  // its fp32 master is plain memory there
+      plan.host_pinned_bytes -= 4 * P;
+      plan.host_pageable_bytes += 4 * P;
+    }
+  }
   plan.device_bytes = step_detail::device_sizes(config, layout).total();
   return plan;
 }

@@ -57,9 +57,13 @@ StepBound step_bound(const ArmResult& r, const std::vector<double>& link_s);
 // run_arm that also hands back the final fp32 master (for the tests' element-wise checks).
 ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
                           std::vector<float>* final_master);
-// The same for --schedule deepspeed (deepspeed_step.cpp).
+// The same for --schedule deepspeed (deepspeed_step.cpp); `knobs` (DeepSpeed's ZeRO-3 settings)
+// default to DeepSpeed's defaults, the tests shrink them to reach every rule on a tiny model.
+struct DeepSpeedKnobs;
 ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
                             std::vector<float>* final_master);
+ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
+                            std::vector<float>* final_master, const DeepSpeedKnobs& knobs);
 
 // Copies [begin, end) of the fp32 master back to the device's bf16 parameters in pieces of
 // chunk_elems through one fp32 temporary (REFERENCE §3 / docs/anatomy.md): the next piece's

@@ -1,6 +1,7 @@
 // The deepspeed schedule's plan against the anatomy of a real DeepSpeed 0.19.8 step
 // (torch.profiler of one registered step of the synthetic model at the defaults, offload_param +
-// offload_optimizer: 100 H2D copies, 102 D2H copies), and the coordinator's rules one by one.
+// offload_optimizer, results/h200/2026-12-01-deepspeed-reference/run2-no-stack: 102 H2D and
+// 103 D2H copies, 10 fetch-stream waits in forward), and the coordinator's rules one by one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,14 +32,15 @@ TEST(DeepSpeedPlan, DefaultsMatchTheProfiledCopyCounts) {
   const DeepSpeedPlan p = build_deepspeed_plan(l, Loop::offload_param);
   ASSERT_EQ(p.tensors.size(), 50u);
   EXPECT_EQ(p.persistent.size(), 24u);  // the biases: <= 1e5 elements
-  // 26 fetches in forward, none in backward (reuse distance 1e9 keeps them), 50 gradients
-  // back to the device, 24 persistent tensors gathered after the step.
-  EXPECT_EQ(p.h2d().copies, 100);
-  EXPECT_EQ(p.d2h().copies, 102);
-  const std::uint64_t P = static_cast<std::uint64_t>(l.total);
-  const std::uint64_t persistent = static_cast<std::uint64_t>(elements(p, p.persistent));
-  EXPECT_EQ(p.h2d().bytes, 2 * (P - persistent) + 2 * P + 2 * persistent);
-  EXPECT_EQ(p.d2h().bytes, 6 * P + 8);
+  // H2D: 26 fetches in forward (1,067,450,368 B), none in backward (reuse distance 1e9 keeps
+  // them), 50 gradients back to the device (1,067,696,128 B), 2 norm scalars (8 B), 24
+  // persistent tensors gathered after the step (245,760 B).
+  EXPECT_EQ(p.h2d().copies, 26 + 50 + 2 + 24);
+  EXPECT_EQ(p.h2d().bytes, 1067450368ull + 1067696128ull + 8 + 245760);
+  // D2H: 50 bf16 + 50 fp32 gradients (3,203,088,384 B), 3 norm scalars (16 B).
+  EXPECT_EQ(p.d2h().copies, 100 + 3);
+  EXPECT_EQ(p.d2h().bytes, 3203088384ull + 16);
+  EXPECT_EQ(p.host_waits(), 10);
   // The whole model is fetched once: nothing is released before its backward use.
   EXPECT_EQ(p.fetched_elements(), l.total);
   for (std::size_t v = 0; v < p.visits.size(); ++v) {
@@ -51,7 +53,10 @@ TEST(DeepSpeedPlan, BucketFlushesBeforeTheGradientThatOverflowsIt) {
   // 468 M gradients fit the 5e8 bucket; the embedding's 65.5 M do not: two flushes.
   ASSERT_EQ(p.flushes.size(), 2u);
   EXPECT_EQ(p.flushes.back().tensors, std::vector<int>{0});
-  EXPECT_EQ(p.flushes.front().tensors.size(), 49u);
+  ASSERT_EQ(p.flushes.front().tensors.size(), 49u);
+  // In ds_id order: block 0's fc1.weight first, the head last.
+  EXPECT_TRUE(std::is_sorted(p.flushes.front().tensors.begin(), p.flushes.front().tensors.end()));
+  EXPECT_EQ(p.tensors[static_cast<std::size_t>(p.flushes.front().tensors.front())].name, "layer0.fc1.weight");
   EXPECT_LE(elements(p, p.flushes.front().tensors), 500'000'000);
   int flags = 0;
   for (const DsVisit& v : p.visits) flags += static_cast<int>(std::count(v.flush_before.begin(), v.flush_before.end(), true));
@@ -107,8 +112,8 @@ TEST(DeepSpeedPlan, PrefetchStaysWithinItsBucketAndLiveLimit) {
 
 TEST(DeepSpeedPlan, CopyBackLoopMovesNoParameters) {
   const DeepSpeedPlan p = build_deepspeed_plan(layout(2048, 12), Loop::copy_back);
-  EXPECT_EQ(p.h2d().copies, 50);   // only the gradients' round trip
-  EXPECT_EQ(p.d2h().copies, 102);
+  EXPECT_EQ(p.h2d().copies, 50 + 2);   // only the gradients' round trip and the norm
+  EXPECT_EQ(p.d2h().copies, 100 + 3);
   EXPECT_EQ(p.fetched_elements(), 0);
 }
 

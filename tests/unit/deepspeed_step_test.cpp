@@ -1,0 +1,133 @@
+// --schedule deepspeed on the CPU device: the same losses and final master as stock, bit for
+// bit, in both loops, with DeepSpeed's knobs shrunk so a tiny model reaches every rule
+// (fetch, prefetch, release and re-fetch, several bucket flushes, the flush back-pressure);
+// its phases and their byte counts; and plan_memory's accounting of its buffers.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/cpu_device.hpp"
+#include "small_model_config.hpp"
+#include "step/deepspeed_plan.hpp"
+#include "step/step_internal.hpp"
+#include "zob/model.hpp"
+#include "zob/step.hpp"
+
+namespace zob {
+namespace {
+
+using step_detail::DeepSpeedKnobs;
+
+// Tiny model: P = 2632, modules of 488 / 552; tensors of 8..512 elements.
+DeepSpeedKnobs tiny_knobs() {
+  DeepSpeedKnobs k;
+  k.persistence_threshold = 8;   // only the 8-element biases stay on the device
+  k.prefetch_bucket = 600;       // a prefetch reaches about one module ahead
+  k.max_live = 2000;             // less than the model: the live limit bites
+  k.max_reuse_distance = 1200;   // early layers are released in forward, fetched again
+  k.reduce_bucket = 700;         // several flushes per backward
+  k.max_reduce_events = 1;       // and the back-pressure wait
+  return k;
+}
+
+struct ArmRun {
+  ArmResult result;
+  std::vector<float> master;
+};
+
+ArmRun run(const RunConfig& c, Arm arm, const DeepSpeedKnobs* knobs) {
+  CpuDevice dev(2);
+  ArmRun r;
+  r.result = knobs == nullptr ? step_detail::run_arm_capture(c, arm, dev, &r.master)
+                              : step_detail::run_deepspeed_arm(c, arm, dev, &r.master, *knobs);
+  return r;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class DeepSpeedStep : public ::testing::TestWithParam<Loop> {};
+
+TEST_P(DeepSpeedStep, EqualsStockBitForBit) {
+  RunConfig c = test::small_model_config(3, 1, 2, 2468);
+  c.loop = GetParam();
+  c.sub_group_size = 1000;  // three sub-groups
+  c.chunk_elems = 300;
+  const ArmRun stock = run(c, Arm::registered, nullptr);
+  c.schedule = Schedule::deepspeed;
+  const DeepSpeedKnobs k = tiny_knobs();
+  const step_detail::DeepSpeedPlan plan = step_detail::build_deepspeed_plan(ModelLayout::build(c.model), c.loop, k);
+  ASSERT_GE(plan.flushes.size(), 3u);
+  if (c.loop == Loop::offload_param) ASSERT_GT(plan.fetched_elements(), ModelLayout::build(c.model).total);
+  for (const DeepSpeedKnobs& knobs : {k, DeepSpeedKnobs{}}) {
+    const ArmRun ds = run(c, Arm::registered, &knobs);
+    ASSERT_TRUE(ds.result.ok) << ds.result.error;
+    EXPECT_EQ(ds.result.schedule, "deepspeed");
+    ASSERT_EQ(ds.result.samples.size(), stock.result.samples.size());
+    for (std::size_t i = 0; i < ds.result.samples.size(); ++i) {
+      const float a = ds.result.samples[i].loss, b = stock.result.samples[i].loss;
+      EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "step " << i;
+    }
+    EXPECT_TRUE(same_bits(ds.master, stock.master));
+    EXPECT_EQ(ds.result.param_checksum, stock.result.param_checksum);
+  }
+}
+
+TEST_P(DeepSpeedStep, ReportsDeepSpeedsPhases) {
+  RunConfig c = test::small_model_config(2, 1, 2, 1357);
+  c.loop = GetParam();
+  c.schedule = Schedule::deepspeed;
+  const DeepSpeedKnobs k = tiny_knobs();
+  const ArmRun ds = run(c, Arm::unregistered, &k);
+  ASSERT_TRUE(ds.result.ok) << ds.result.error;
+  const auto P = static_cast<std::uint64_t>(ModelLayout::build(c.model).total);
+  const auto& phases = ds.result.samples.back().phases;
+  EXPECT_EQ(phases.at("grad_offload").bytes, 8 * P);
+  EXPECT_EQ(phases.at("grad_scale").bytes, 8 * P);
+  EXPECT_EQ(phases.at("grad_norm").bytes, 24u);
+  EXPECT_EQ(phases.at("adam").bytes, 28 * P);
+  EXPECT_GE(phases.at("grad_offload").device_s, 0.0);
+  const auto plan = step_detail::build_deepspeed_plan(ModelLayout::build(c.model), c.loop, k);
+  if (c.loop == Loop::offload_param) {
+    EXPECT_EQ(phases.at("param_fetch").bytes, 2 * static_cast<std::uint64_t>(plan.fetched_elements()));
+    EXPECT_EQ(phases.count("copy_back"), 0u);
+  } else {
+    EXPECT_EQ(phases.count("param_fetch"), 0u);
+    EXPECT_EQ(phases.at("copy_back").bytes, 4 * P);
+  }
+  // One span per copy of the plan, per direction (fetches, gathers and the gradients' trips).
+  std::int64_t h2d = 0, d2h = 0;
+  for (const TraceSpan& s : ds.result.samples.back().spans) {
+    if (s.name.rfind("copy_back", 0) == 0) continue;
+    h2d += s.track == "h2d" ? 1 : 0;
+    d2h += s.track == "d2h" ? 1 : 0;
+  }
+  EXPECT_EQ(h2d, plan.h2d().copies - step_detail::kNormWrites);  // the norm's scalars: no span
+  EXPECT_EQ(d2h, plan.d2h().copies - step_detail::kNormReads);
+}
+
+INSTANTIATE_TEST_SUITE_P(Loops, DeepSpeedStep, ::testing::Values(Loop::copy_back, Loop::offload_param),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(DeepSpeedStepPlan, MemoryPlanCountsTheGradientPartitionAndStore) {
+  RunConfig c;  // the defaults
+  c.loop = Loop::offload_param;
+  const MemoryPlan stock = plan_memory(c);
+  c.schedule = Schedule::deepspeed;
+  const MemoryPlan ds = plan_memory(c);
+  const std::uint64_t P = 533848064;
+  // + the bf16 gradient partition; the fp32 master moves to plain memory.
+  EXPECT_EQ(ds.host_pinned_bytes, stock.host_pinned_bytes + 2 * P - 4 * P);
+  EXPECT_EQ(ds.host_pageable_bytes, stock.host_pageable_bytes + 4 * P);
+  // Every parameter and every gradient on the device (DeepSpeed's peak there: 2.92 GB).
+  const auto sizes = step_detail::device_sizes(c, ModelLayout::build(c.model));
+  EXPECT_EQ(sizes.params, 2 * P);
+  EXPECT_EQ(sizes.grad_store, 2 * P);
+  EXPECT_EQ(sizes.flush_temp_f32, 4u * 32000 * 2048);  // the largest tensor: embedding / head
+  EXPECT_EQ(ds.device_bytes, sizes.total());
+}
+
+}  // namespace
+}  // namespace zob
