@@ -33,6 +33,13 @@ const char* adam_isa();
 // the master into the pinned bf16 parameter buffer under --offload-param.
 void cast_f32_to_bf16_host(const float* src, void* dst_bf16, std::int64_t n, ThreadPool& pool);
 
+// The memory bandwidth the optimiser can hope for, measured now: the adam benchmark's
+// same-shape probe (reads p, g, m, v; writes p, m, v; one add each, on the pool's threads and
+// ranges) over n elements, median of `repeats` timed passes after one warm-up, counted at
+// 28 B/param. It adds g to p, m and v: call it on zeroed buffers (nothing changes) or scratch.
+double memory_probe_gb_per_s(float* p, const float* g, float* m, float* v, std::int64_t n,
+                             ThreadPool& pool, int repeats = 3);
+
 // x *= factor over n elements, split over the pool: DeepSpeed's unscale_and_clip_grads pass
 // over the fp32 gradient partition before Adam (a `mul_` by 1/loss_scale, 1.0 in bf16 mode).
 // IEEE multiplication: by 1.0 it changes no bit, a NaN stays a NaN.

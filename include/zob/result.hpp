@@ -68,13 +68,25 @@ struct RankResult {
 
 // The lower bound of a step under a perfect overlap of Adam with the link (docs/anatomy.md §6):
 // medians over the timed steps.
+// A lower bound of the arm's step from parts that cannot overlap, medians over the timed steps
+// of the same run: the host's memory bandwidth bounds Adam, each direction of the link bounds
+// its copies (PCIe is full duplex), and forward plus backward compute (the kernels alone, no
+// waits) cannot hide under either: bound = max(adam_s, d2h_s, h2d_s) + compute_s.
 struct StepBound {
-  double adam_s = 0;     // measured CPU Adam time
-  double pcie_s = 0;     // device time of the step's pure host<->device copies (grad D2H +
-                         // copy-back H2D; offload_param: grad D2H + parameter fetches)
-  double compute_s = 0;  // forward + backward device time
-  double bound_s = 0;    // max(adam_s, pcie_s) + compute_s
-  double ratio = 0;      // median step time / bound_s
+  double adam_s = 0;           // 28 B/param at probe_gb_per_s: Adam at the memory's speed
+  double adam_measured_s = 0;  // the step's own Adam time (host), for comparison
+  double probe_gb_per_s = 0;   // same-run memory probe of Adam's shape (memory_probe_gb_per_s)
+  double d2h_s = 0;            // device time of the step's pure device->host copies
+  double h2d_s = 0;            // device time of the step's pure host->device copies
+  double pcie_s = 0;           // max(d2h_s, h2d_s)
+  double compute_s = 0;        // forward + backward kernels alone (module spans, no waits)
+  double bound_s = 0;          // max(adam_s, d2h_s, h2d_s) + compute_s
+  double ratio = 0;            // median step time / bound_s (>= 1 for a lower bound)
+};
+
+// One timed step's inputs to the bound, from its device events.
+struct StepLinkTimes {
+  double d2h_s = 0, h2d_s = 0, compute_s = 0;
 };
 
 struct ArmResult {

@@ -99,8 +99,14 @@ CliCommand run_command(const RunOptions& o) {
   }
   cmd.threads_given = o.given("--threads");
   cmd.gpus_given = o.given("--gpus");
-  if (!cmd.threads_given) resolve_default_threads(c);
   cmd.launcher = parse_launcher(o.value("--launcher"));
+  if (!o.given("--schedule")) {
+    // The deepspeed schedule is single-rank for now: the documented default of several ranks
+    // is stock (--help, docs/schedules.md; the report's "# step:" line names the one that ran).
+    const bool ranks = c.gpus != 1 || cmd.launcher == CliCommand::Launcher::mpi;
+    c.schedule = ranks ? Schedule::stock : Schedule::deepspeed;
+  }
+  if (!cmd.threads_given) resolve_default_threads(c);
   validate_run_config(c);
   if (o.on("--list-devices")) {
     cmd.kind = CliCommand::Kind::list_devices;

@@ -126,9 +126,10 @@ const RunFlag kRunFlags[] = {
      },
      [] { return number(kDefaults.sub_group_size); }},
     {"--schedule", "NAME",
-     schedule_names("|") +
-         ": the step's order of copies, waits and Adam (deepspeed: as DeepSpeed 0.19.8 runs it)",
-     "stock", FlagKind::value, 0, 0, 0, nullptr, nullptr,
+     "deepspeed|stock|overlap: the step's copies, waits and Adam as DeepSpeed 0.19.8 runs them, "
+     "or the what-ifs: the algorithm alone, Adam overlapped (default deepspeed; stock with "
+     "several ranks)",
+     "deepspeed (stock with `--gpus N > 1`)", FlagKind::value, 0, 0, 0, nullptr, nullptr,
      [](RunConfig& c, const std::string& text) {
        try {
          c.schedule = parse_schedule(text);
@@ -137,7 +138,8 @@ const RunFlag kRunFlags[] = {
                           schedule_names("or"));
        }
      },
-     [] { return std::string(to_string(kDefaults.schedule)); }},
+     // Not RunConfig's default (stock): the CLI picks deepspeed for one rank (cli.cpp).
+     [] { return std::string(to_string(Schedule::deepspeed)); }},
     {"--cpu-affinity", "LIST",
      "CPUs of the Adam threads in order, e.g. 0-7,16-23 (default: the device's NUMA node); "
      "with --gpus N rank r takes part r of N",

@@ -2,7 +2,10 @@
 // The kernels are element-wise and every element goes through the same instructions wherever
 // it falls in a range (the vector kernels do their remainders with masked vector ops), so for a
 // given ISA the result is bitwise independent of the thread count.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <vector>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -162,6 +165,23 @@ const char* adam_isa() { return detail::to_string(detail::selected_isa()); }
 
 void cast_f32_to_bf16_host(const float* src, void* dst_bf16, std::int64_t n, ThreadPool& pool) {
   detail::cast_f32_to_bf16_isa(detail::selected_isa(), src, dst_bf16, n, pool);
+}
+
+double memory_probe_gb_per_s(float* p, const float* g, float* m, float* v, std::int64_t n,
+                             ThreadPool& pool, int repeats) {
+  if (n <= 0 || repeats < 1) throw UsageError("memory_probe_gb_per_s: n and repeats must be >= 1");
+  const detail::ProbeRangeFn kernel = detail::probe_kernel(detail::selected_isa());
+  const auto pass = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) { kernel(p + b, g + b, m + b, v + b, e - b); },
+                      detail::kAlign);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  pass();  // warm-up: pages, caches, thread wake-up
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) t.push_back(pass());
+  std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+  return static_cast<double>(n) * 28.0 / t[t.size() / 2] / 1e9;
 }
 
 void scale_host(float* x, std::int64_t n, float factor, ThreadPool& pool) {

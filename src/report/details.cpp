@@ -234,6 +234,11 @@ std::string render_environment_header(const RunResult& run) {
                      h.can_lock_without_limit ? " (CAP_IPC_LOCK)" : "");
   out += fmt::format("# kernel: {}, host {}, started {}\n", one_line(h.kernel),
                      one_line(h.hostname), h.utc_start);
+  const RunConfig& c = run.config;
+  out += fmt::format("# step: {} loop, {} schedule{}\n", to_string(c.loop), to_string(c.schedule),
+                     c.schedule == Schedule::deepspeed ? " (DeepSpeed 0.19.8's ZeRO-3 operations)"
+                     : c.schedule == Schedule::overlap ? " (what-if: Adam overlapped with the copies)"
+                                                       : " (what-if: the algorithm's operations, no framework)");
   return out;
 }
 

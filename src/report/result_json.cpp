@@ -266,6 +266,10 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
 
 void to_json(nlohmann::json& j, const StepBound& b) {
   j = nlohmann::json{{"adam_s", finite_or_null(b.adam_s)},
+                     {"adam_measured_s", finite_or_null(b.adam_measured_s)},
+                     {"probe_gb_per_s", finite_or_null(b.probe_gb_per_s)},
+                     {"d2h_s", finite_or_null(b.d2h_s)},
+                     {"h2d_s", finite_or_null(b.h2d_s)},
                      {"pcie_s", finite_or_null(b.pcie_s)},
                      {"compute_s", finite_or_null(b.compute_s)},
                      {"bound_s", finite_or_null(b.bound_s)},
@@ -273,7 +277,12 @@ void to_json(nlohmann::json& j, const StepBound& b) {
 }
 
 void from_json(const nlohmann::json& j, StepBound& b) {
+  const auto optional = [&](const char* key) { return j.contains(key) ? number_or_nan(j.at(key)) : 0.0; };
   b.adam_s = number_or_nan(j.at("adam_s"));
+  b.adam_measured_s = optional("adam_measured_s");  // absent in documents of older versions
+  b.probe_gb_per_s = optional("probe_gb_per_s");
+  b.d2h_s = optional("d2h_s");
+  b.h2d_s = optional("h2d_s");
   b.pcie_s = number_or_nan(j.at("pcie_s"));
   b.compute_s = number_or_nan(j.at("compute_s"));
   b.bound_s = number_or_nan(j.at("bound_s"));

@@ -34,9 +34,14 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, 
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
                                           ThreadPlacement* placement);
 
+// The same-run memory probe for the bound, over the arm's own zeroed optimizer buffers (before
+// the master is initialised: adding zeros changes nothing), at most 2^26 elements.
+double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
+                        std::int64_t params, ThreadPool& pool);
+
 // Builds a Runner(config, arm, device, extra...) (setup() first), runs warmup + steps steps and fills the ArmResult. Runner
 // has setup(), run_step(t), master(), total(), threads(), register_seconds(),
-// master_buffer(), placement(), link_seconds().
+// master_buffer(), placement(), link_times() (the last step's) and probe_gb_per_s().
 template <class Runner, class... Extra>
 ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
                        std::vector<float>* final_master, const Extra&... extra) {
@@ -54,13 +59,13 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
   r.placement = runner.placement();
   r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
 
-  std::vector<double> link_s;
+  std::vector<StepLinkTimes> links;
   run_timed_steps(r, config, to_string(arm), [&](int t) {
     StepSample s = runner.run_step(t);
-    if (t > config.warmup) link_s.push_back(runner.link_seconds());
+    if (t > config.warmup) links.push_back(runner.link_times());
     return s;
   });
-  r.bound = step_bound(r, link_s);
+  r.bound = step_bound(r, links, runner.probe_gb_per_s(), runner.total());
   finish_arm_result(r, device, runner.master(), runner.total());
   if (final_master != nullptr) final_master->assign(runner.master(), runner.master() + runner.total());
   return r;

@@ -72,7 +72,8 @@ class DeepSpeedRunner {
   // loop (the master is plain memory under offload_param).
   const HostBuffer& master_buffer() const { return grads_; }
   const ThreadPlacement& placement() const { return placement_; }
-  double link_seconds() const { return link_s_; }
+  StepLinkTimes link_times() const { return link_; }
+  double probe_gb_per_s() const { return probe_gb_s_; }
 
  private:
   bool offload() const { return plan_.offload_param; }
@@ -111,7 +112,7 @@ class DeepSpeedRunner {
   ModuleMath math_;
 
   std::unique_ptr<DeviceEvent> origin_, norm_read_;
-  Events task_start_, task_end_, grad_ready_, flush_start_, flush_end_;
+  Events task_start_, task_end_, grad_ready_, hook_done_, flush_start_, flush_end_;
   Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;
   TimedCopies fetches_, flush_copies_;
   DeviceEvent* last_fetch_ = nullptr;        // the all-gather stream's last copy this step
@@ -119,7 +120,8 @@ class DeepSpeedRunner {
   std::size_t next_flush_ = 0;
   HostTimes host_;
   float loss_host_ = 0, norm_host_ = 0;
-  double link_s_ = 0;
+  StepLinkTimes link_;
+  double probe_gb_s_ = 0;
 };
 
 void DeepSpeedRunner::setup() {
@@ -138,6 +140,8 @@ void DeepSpeedRunner::setup() {
   exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
   exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
+  probe_gb_s_ = probe_arm_memory(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
+                                 exp_avg_sq_.as<float>(), P, *pool_);
   initial_parameters(layout_, cfg_.seed, master_.as<float>());
 
   const DeviceSizes ds = device_sizes(cfg_, layout_);
@@ -182,6 +186,7 @@ void DeepSpeedRunner::create_events() {
   task_start_ = make_events(dev_, 2 * M);
   task_end_ = make_events(dev_, 2 * M);
   grad_ready_ = make_events(dev_, M);
+  hook_done_ = make_events(dev_, M);
   flush_start_ = make_events(dev_, plan_.flushes.size());
   flush_end_ = make_events(dev_, plan_.flushes.size());
   std::size_t fetch_copies = 0, flushed = 0;
@@ -294,6 +299,9 @@ void DeepSpeedRunner::gradient_hooks(std::int64_t module) {
   for (bool flush_first : flush_of_module_[static_cast<std::size_t>(module)]) {
     if (flush_first) flush(plan_.flushes[next_flush_++]);
   }
+  // Compute resumes here: a flush from unregistered memory blocked the host, and that gap is
+  // not compute (the bound's compute_s leaves it out).
+  dev_.record(hook_done_[module], Queue::compute);
 }
 
 // __reduce_and_partition_ipg_grads + partition_grads for one bucket, on the reduce stream.
@@ -428,22 +436,25 @@ void DeepSpeedRunner::report(StepSample& s) {
         layout_.total);
   phase(Phase::backward, host_.backward, dur(task_start_[2 * M - 1], task_end_[M]), 0,
         layout_.total);
+  link_ = {};
   for (std::int64_t j = 0; j < M; ++j) {
     const std::string& name = layout_.modules[static_cast<std::size_t>(j)].name;
+    link_.compute_s += dur(task_start_[j], task_end_[j]) +
+                       dur(task_start_[M + j], task_end_[M + j]) -
+                       dur(grad_ready_[j], hook_done_[j]);
     s.spans.push_back({"compute", name + ".fwd", rel(task_start_[j]),
                        dur(task_start_[j], task_end_[j])});
     s.spans.push_back({"compute", name + ".bwd", rel(task_start_[M + j]),
                        dur(task_start_[M + j], task_end_[M + j])});
   }
-  link_s_ = 0;
   const auto copies = [&](TimedCopies& c) {
     double total = 0;
     for (std::size_t i = 0; i < c.used; ++i) {
       const double d = dur(c.start[i], c.end[i]);
       total += d;
+      (std::string(c.tracks[i]) == "h2d" ? link_.h2d_s : link_.d2h_s) += d;
       s.spans.push_back({c.tracks[i], c.names[i], rel(c.start[i]), d});
     }
-    link_s_ += total;
     return total;
   };
   double flush_device = 0;
@@ -464,7 +475,7 @@ void DeepSpeedRunner::report(StepSample& s) {
     double cb_device = 0;
     for (std::int64_t p = 0; p < pieces_; ++p) {
       cb_device += dur(cb_copy_start_[p], cb_cast_end_[p]);
-      link_s_ += dur(cb_copy_start_[p], cb_copy_end_[p]);
+      link_.h2d_s += dur(cb_copy_start_[p], cb_copy_end_[p]);
       s.spans.push_back({"h2d", "copy_back[" + std::to_string(p) + "]", rel(cb_copy_start_[p]),
                          dur(cb_copy_start_[p], cb_copy_end_[p])});
     }

@@ -59,23 +59,27 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout) {
   return s;
 }
 
-StepBound step_bound(const ArmResult& r, const std::vector<double>& link_s) {
-  std::vector<double> adam, compute, wall;
+StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
+                     double probe_gb_per_s, std::int64_t params) {
+  std::vector<double> adam, d2h, h2d, compute, wall;
   const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
   for (std::size_t i = first; i < r.samples.size(); ++i) {
-    const StepSample& s = r.samples[i];
-    const auto phase = [&](Phase p, bool device) {
-      const auto it = s.phases.find(to_string(p));
-      if (it == s.phases.end()) return 0.0;
-      return device ? std::max(it->second.device_s, 0.0) : it->second.host_s;
-    };
-    adam.push_back(phase(Phase::adam, false));
-    compute.push_back(phase(Phase::forward, true) + phase(Phase::backward, true));
-    wall.push_back(s.wall_s);
+    const auto it = r.samples[i].phases.find(to_string(Phase::adam));
+    adam.push_back(it == r.samples[i].phases.end() ? 0.0 : it->second.host_s);
+    wall.push_back(r.samples[i].wall_s);
+  }
+  for (const StepLinkTimes& l : links) {
+    d2h.push_back(l.d2h_s);
+    h2d.push_back(l.h2d_s);
+    compute.push_back(l.compute_s);
   }
   StepBound b;
-  b.adam_s = median(adam);
-  b.pcie_s = median(link_s);
+  b.probe_gb_per_s = probe_gb_per_s;
+  b.adam_s = probe_gb_per_s > 0 ? 28.0 * static_cast<double>(params) / (probe_gb_per_s * 1e9) : 0;
+  b.adam_measured_s = median(adam);
+  b.d2h_s = median(d2h);
+  b.h2d_s = median(h2d);
+  b.pcie_s = std::max(b.d2h_s, b.h2d_s);
   b.compute_s = median(compute);
   b.bound_s = std::max(b.adam_s, b.pcie_s) + b.compute_s;
   b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;

@@ -64,7 +64,8 @@ class ArmRunner {
   }
   const HostBuffer& master_buffer() const { return master_; }
   const ThreadPlacement& placement() const { return placement_; }
-  double link_seconds() const { return link_s_; }  // last step's pure copy device time
+  StepLinkTimes link_times() const { return link_; }  // the last step's, for the bound
+  double probe_gb_per_s() const { return probe_gb_s_; }
 
  private:
   // Host seconds of the phases a step measures on the host clock.
@@ -108,7 +109,8 @@ class ArmRunner {
   std::unique_ptr<ThreadPool> pool_;
   ThreadPlacement placement_;
   std::unique_ptr<step_detail::OverlapSchedule> overlap_;  // --schedule overlap
-  double link_s_ = 0;
+  StepLinkTimes link_;
+  double probe_gb_s_ = 0;
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
 
@@ -119,7 +121,7 @@ class ArmRunner {
   // Events, created once and re-recorded every step (each step ends with all queues idle).
   std::unique_ptr<DeviceEvent> origin_;
   Events task_start_, task_end_;  // compute: forward module j at j, backward at M + j
-  Events grad_ready_, d2h_start_, d2h_copy_start_, d2h_end_;  // per module
+  Events grad_ready_, hook_done_, d2h_start_, d2h_copy_start_, d2h_end_;  // per module
   Events fetch_start_, fetch_end_;           // per fetch of a step
   Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;  // per copy-back piece
 
@@ -161,8 +163,11 @@ void ArmRunner::allocate_host() {
   exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) pbf16_ = HostBuffer(static_cast<std::size_t>(layout_.total) * 2, pinned, &dev_,
                                      "bf16 parameters", pool_.get());
-  initial_parameters(layout_, cfg_.seed, master_.as<float>());
   // grads, exp_avg and exp_avg_sq are zero: first-touched (zeroed) by the pool above.
+  probe_gb_s_ = step_detail::probe_arm_memory(master_.as<float>(), grads_.as<float>(),
+                                              exp_avg_.as<float>(), exp_avg_sq_.as<float>(),
+                                              layout_.total, *pool_);
+  initial_parameters(layout_, cfg_.seed, master_.as<float>());
 }
 
 void ArmRunner::allocate_device() {
@@ -184,6 +189,7 @@ void ArmRunner::create_events() {
   task_start_ = make_events(dev_, 2 * M);
   task_end_ = make_events(dev_, 2 * M);
   grad_ready_ = make_events(dev_, M);
+  hook_done_ = make_events(dev_, M);
   d2h_start_ = make_events(dev_, M);
   d2h_copy_start_ = make_events(dev_, M);
   d2h_end_ = make_events(dev_, M);
@@ -253,6 +259,9 @@ void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
   dev_.copy_to_host(Queue::d2h, grads_.as<float>() + m.offset, g32,
                     static_cast<std::size_t>(m.count) * 4);
   dev_.record(d2h_end_[j], Queue::d2h);
+  // Compute resumes here: with unregistered memory the host was blocked in the copy above,
+  // and that gap is not compute (the bound's compute_s leaves it out).
+  dev_.record(hook_done_[j], Queue::compute);
 }
 
 void ArmRunner::copy_back(const SubGroup& sg) {
@@ -281,7 +290,7 @@ StepSample ArmRunner::run_step(int t) {
   dev_.synchronize();
   s.wall_s = seconds_since(t0);
   s.loss = loss_host_;
-  link_s_ = 0;
+  link_ = {};
   report_compute(s, times);
   if (offload()) {
     report_fetches(s, times);
@@ -396,7 +405,9 @@ void ArmRunner::report_compute(StepSample& s, const StepTimes& times) {
     const std::string& name = module(j).name;
     const double d = dur(d2h_start_[j], d2h_end_[j]);
     go.device_s += d;
-    link_s_ += dur(d2h_copy_start_[j], d2h_end_[j]);
+    link_.d2h_s += dur(d2h_copy_start_[j], d2h_end_[j]);
+    link_.compute_s += dur(task_start_[j], task_end_[j]) + dur(task_start_[M + j], task_end_[M + j]) -
+                       dur(grad_ready_[j], hook_done_[j]);
     s.spans.push_back({"d2h", "grad:" + name, rel(d2h_start_[j]), d});
     s.spans.push_back({"compute", name + ".fwd", rel(task_start_[j]),
                        dur(task_start_[j], task_end_[j])});
@@ -422,7 +433,7 @@ void ArmRunner::report_fetches(StepSample& s, const StepTimes& times) {
     span.start_s = rel(fetch_start_[f]);
     span.duration_s = d;
     pf.device_s += d;
-    link_s_ += d;
+    link_.h2d_s += d;
     ++f;
   }
   // reads fp32, writes bf16
@@ -436,7 +447,7 @@ void ArmRunner::report_copy_back(StepSample& s, const StepTimes& times) {
   cb = PhaseSample{0, times.copy_back, 4 * static_cast<std::uint64_t>(P), P};
   for (std::int64_t p = 0; p < pieces_; ++p) {
     cb.device_s += dur(cb_copy_start_[p], cb_cast_end_[p]);
-    link_s_ += dur(cb_copy_start_[p], cb_copy_end_[p]);
+    link_.h2d_s += dur(cb_copy_start_[p], cb_copy_end_[p]);
     const std::string tag = "[" + std::to_string(p) + "]";
     s.spans.push_back({"h2d", to_string(Phase::copy_back) + tag, rel(cb_copy_start_[p]),
                        dur(cb_copy_start_[p], cb_copy_end_[p])});
@@ -494,6 +505,12 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, 
     groups.push_back(sg);
   }
   return groups;
+}
+
+double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
+                        std::int64_t params, ThreadPool& pool) {
+  const std::int64_t n = std::min<std::int64_t>(params, std::int64_t{1} << 26);
+  return memory_probe_gb_per_s(master, grads, exp_avg, exp_avg_sq, n, pool);
 }
 
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,

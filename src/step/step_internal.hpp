@@ -49,10 +49,10 @@ DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
 // the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
 
-// The lower bound of the arm's step from its timed samples (medians): Adam (the "adam"
-// phase's host time), the link (link_s: each timed step's pure copy device time) and compute
-// (forward + backward device time); bound = max(adam, link) + compute.
-StepBound step_bound(const ArmResult& r, const std::vector<double>& link_s);
+// The lower bound of the arm's step (StepBound, result.hpp) from its timed steps' link and
+// compute times, the same-run memory probe and the arm's parameter count.
+StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
+                     double probe_gb_per_s, std::int64_t params);
 
 // run_arm that also hands back the final fp32 master (for the tests' element-wise checks).
 ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,

@@ -141,7 +141,7 @@ TEST(SchedE2E, CpuAffinityPinsAndIsReported) {
   const nlohmann::json j = driver_result(r.out);
   EXPECT_EQ(j.at("unregistered").at("placement").at("policy"), "cpu-affinity");
   EXPECT_EQ(j.at("unregistered").at("placement").at("cpus"), (std::vector<int>{0}));
-  EXPECT_EQ(j.at("unregistered").at("schedule"), "stock");
+  EXPECT_EQ(j.at("unregistered").at("schedule"), "deepspeed");  // the default
   EXPECT_EQ(j.at("sweep").size(), 1u);
   EXPECT_NE(r.err.find("placement cpu-affinity, CPUs 0"), std::string::npos) << r.err;
 }
@@ -160,6 +160,39 @@ TEST(SchedE2E, BadFlagsExitTwoWithOneLine) {
     ASSERT_EQ(lines.size(), 1u) << r.err;
     EXPECT_NE(lines[0].find(extra[0]), std::string::npos) << lines[0];
     EXPECT_TRUE(r.out.empty());
+  }
+}
+
+// Through the binary: the deepspeed schedule (the default) on a model whose weights exceed
+// DeepSpeed's persistence threshold (1e5 elements), so they are fetched per tensor and their
+// gradients flushed; every arm, both loops, gives stock's losses and checksum; the header and
+// DRIVERRESULT name the schedule.
+TEST(SchedE2E, DeepSpeedScheduleEqualsStockThroughTheBinary) {
+  const std::vector<std::string> shape{"--device", "cpu", "--hidden", "160", "--layers", "2",
+                                       "--batch", "2", "--seq", "8", "--vocab", "700",
+                                       "--steps", "2", "--warmup", "1", "--arms",
+                                       "registered,unregistered,pageable"};
+  for (const std::vector<std::string> loop : {std::vector<std::string>{}, {"--offload-param"}}) {
+    auto args = shape;
+    args.insert(args.end(), loop.begin(), loop.end());
+    const BenchRun ds = run_bench(args);
+    args.insert(args.end(), {"--schedule", "stock"});
+    const BenchRun stock = run_bench(args);
+    ASSERT_EQ(ds.rc, 0) << ds.err;
+    ASSERT_EQ(stock.rc, 0) << stock.err;
+    const std::string loop_name = loop.empty() ? "copy_back" : "offload_param";
+    EXPECT_NE(ds.out.find("# step: " + loop_name + " loop, deepspeed schedule"), std::string::npos) << ds.out;
+    EXPECT_NE(stock.out.find("# step: " + loop_name + " loop, stock schedule"), std::string::npos);
+    const nlohmann::json d = driver_result(ds.out), s = driver_result(stock.out);
+    for (const char* arm : {"registered", "unregistered", "pageable"}) {
+      EXPECT_EQ(d.at(arm).at("schedule"), "deepspeed");
+      EXPECT_EQ(d.at(arm).at("losses"), s.at(arm).at("losses")) << arm;
+      EXPECT_EQ(d.at(arm).at("param_checksum"), s.at(arm).at("param_checksum")) << arm;
+      EXPECT_TRUE(d.at(arm).at("phases").contains("grad_scale")) << arm;
+      EXPECT_TRUE(d.at(arm).at("phases").contains("grad_norm")) << arm;
+      EXPECT_FALSE(s.at(arm).at("phases").contains("grad_scale")) << arm;
+    }
+    EXPECT_EQ(d.at("validation").at("ok"), true);
   }
 }
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "step/deepspeed_plan.hpp"
@@ -46,6 +48,46 @@ TEST(DeepSpeedPlan, DefaultsMatchTheProfiledCopyCounts) {
   for (std::size_t v = 0; v < p.visits.size(); ++v) {
     if (!p.visits[v].forward) EXPECT_TRUE(p.visits[v].fetch.empty() && p.visits[v].prefetch.empty());
   }
+}
+
+// The recorded profile itself (bench/deepspeed/harness.py --profile, committed): per phase and
+// direction, the plan's copies and bytes are the profile's. Fails when either changes.
+TEST(DeepSpeedPlan, MatchesTheRecordedProfilePerPhase) {
+  std::ifstream in(std::string(ZOB_SOURCE_DIR) +
+                   "/results/h200/2026-12-01-deepspeed-reference/run2-no-stack/profile-registered.json");
+  ASSERT_TRUE(in) << "the recorded profile is missing";
+  const nlohmann::json prof = nlohmann::json::parse(in);
+  const DeepSpeedPlan p = build_deepspeed_plan(layout(2048, 12), Loop::offload_param);
+  const auto bytes = [&](const std::vector<int>& ids, std::uint64_t per) {
+    return per * static_cast<std::uint64_t>(elements(p, ids));
+  };
+  std::int64_t fwd_copies = 0, bwd_fetch = 0;
+  std::uint64_t fwd_bytes = 0;
+  std::vector<int> flushed;
+  for (const DsVisit& v : p.visits) {
+    const std::int64_t n = static_cast<std::int64_t>(v.fetch.size() + v.prefetch.size());
+    (v.forward ? fwd_copies : bwd_fetch) += n;
+    if (v.forward) fwd_bytes += bytes(v.fetch, 2) + bytes(v.prefetch, 2);
+  }
+  for (const DsFlush& f : p.flushes) flushed.insert(flushed.end(), f.tensors.begin(), f.tensors.end());
+  const auto& ph = prof.at("phases");
+  const auto copies = [&](const char* phase, const char* dir) { return ph.at(phase).at("copies").at(dir); };
+  EXPECT_EQ(copies("forward", "HtoD").at("count").get<std::int64_t>(), fwd_copies);
+  EXPECT_EQ(copies("forward", "HtoD").at("bytes").get<std::uint64_t>(), fwd_bytes);
+  EXPECT_FALSE(ph.at("forward").at("copies").contains("DtoH"));
+  EXPECT_EQ(bwd_fetch, 0);
+  EXPECT_EQ(copies("backward", "HtoD").at("count").get<std::size_t>(), flushed.size());
+  EXPECT_EQ(copies("backward", "HtoD").at("bytes").get<std::uint64_t>(), bytes(flushed, 2));
+  EXPECT_EQ(copies("backward", "DtoH").at("count").get<std::size_t>(), 2 * flushed.size());
+  EXPECT_EQ(copies("backward", "DtoH").at("bytes").get<std::uint64_t>(), bytes(flushed, 6));
+  EXPECT_EQ(copies("optimizer_step", "HtoD").at("count").get<std::size_t>(),
+            p.persistent.size() + static_cast<std::size_t>(kNormWrites));
+  EXPECT_EQ(copies("optimizer_step", "HtoD").at("bytes").get<std::uint64_t>(),
+            bytes(p.persistent, 2) + 4 * kNormWrites);
+  EXPECT_EQ(copies("optimizer_step", "DtoH").at("count").get<int>(), kNormReads);
+  EXPECT_EQ(copies("optimizer_step", "DtoH").at("bytes").get<std::uint64_t>(), 8u + 4 * (kNormReads - 1));
+  // The forward's fetch-stream waits (cudaStreamSynchronize from the handles' wait()).
+  EXPECT_EQ(ph.at("forward").at("sync_counts").at("cudaStreamSynchronize").get<int>(), p.host_waits());
 }
 
 TEST(DeepSpeedPlan, BucketFlushesBeforeTheGradientThatOverflowsIt) {

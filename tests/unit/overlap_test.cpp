@@ -20,6 +20,7 @@
 #include "zob/cpu_affinity.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/model.hpp"
+#include "zob/stats.hpp"
 #include "zob/step.hpp"
 
 namespace zob {
@@ -129,58 +130,80 @@ TEST(Overlap, SpansPhasesAndDeviceMemory) {
   EXPECT_EQ(plan_memory(c).host_pinned_bytes, plan_memory(stock).host_pinned_bytes);
 }
 
-// step_bound on samples with known numbers: medians over the timed steps only (the warm-up
-// step's huge values must not count), compute = forward + backward device time (a phase
-// without device time counts 0), link = the median of link_s, bound = max(Adam, link) +
-// compute, ratio = median wall / bound.
+// step_bound on samples with known numbers: Adam at the probe's speed (28 B/param), the
+// measured Adam and the wall time as medians over the timed steps only (the warm-up step's
+// huge values must not count), each link direction and the compute as medians of the steps'
+// link times, bound = max(Adam, D2H, H2D) + compute, ratio = median wall / bound.
 TEST(StepBound, FromKnownSamples) {
   ArmResult r;
   r.warmup = 1;
   const double adam[] = {9.0, 0.30, 0.10, 0.20};
-  const double fwd[] = {9.0, 0.01, 0.03, 0.02};
-  const double bwd[] = {9.0, 0.05, 0.04, -1};
   const double wall[] = {9.0, 0.50, 0.70, 0.60};
   for (int i = 0; i < 4; ++i) {
     StepSample s;
     s.wall_s = wall[i];
     s.set_phase(Phase::adam, adam[i], -1, 0, 0);
-    s.set_phase(Phase::forward, 0, fwd[i], 0, 0);
-    s.set_phase(Phase::backward, 0, bwd[i], 0, 0);
     r.samples.push_back(s);
   }
-  // compute per timed step: 0.06, 0.07, 0.02 -> median 0.06; Adam median 0.20.
-  StepBound b = step_detail::step_bound(r, {0.25, 0.05, 0.15});
-  EXPECT_DOUBLE_EQ(b.adam_s, 0.20);
-  EXPECT_DOUBLE_EQ(b.pcie_s, 0.15);
+  const std::int64_t params = 1'000'000'000;
+  StepBound b = step_detail::step_bound(
+      r, {{0.25, 0.10, 0.06}, {0.05, 0.30, 0.07}, {0.15, 0.20, 0.02}}, 112.0, params);
+  EXPECT_DOUBLE_EQ(b.probe_gb_per_s, 112.0);
+  EXPECT_DOUBLE_EQ(b.adam_s, 0.25);  // 28e9 B at 112 GB/s
+  EXPECT_DOUBLE_EQ(b.adam_measured_s, 0.20);
+  EXPECT_DOUBLE_EQ(b.d2h_s, 0.15);
+  EXPECT_DOUBLE_EQ(b.h2d_s, 0.20);
+  EXPECT_DOUBLE_EQ(b.pcie_s, 0.20);
   EXPECT_DOUBLE_EQ(b.compute_s, 0.06);
-  EXPECT_DOUBLE_EQ(b.bound_s, 0.26);  // Adam is the longer
-  EXPECT_DOUBLE_EQ(b.ratio, 0.60 / 0.26);
-  b = step_detail::step_bound(r, {0.40, 0.50, 0.45, 0.35});
-  EXPECT_DOUBLE_EQ(b.pcie_s, 0.425);  // an even count: the mean of the middle two
-  EXPECT_DOUBLE_EQ(b.bound_s, 0.485);  // the link is the longer
+  EXPECT_DOUBLE_EQ(b.bound_s, 0.31);  // Adam is the longer
+  EXPECT_DOUBLE_EQ(b.ratio, 0.60 / 0.31);
+  b = step_detail::step_bound(
+      r, {{0.40, 0.1, 0.06}, {0.50, 0.1, 0.06}, {0.45, 0.1, 0.06}, {0.35, 0.1, 0.06}}, 112.0,
+      params);
+  EXPECT_DOUBLE_EQ(b.d2h_s, 0.425);  // an even count: the mean of the middle two
+  EXPECT_DOUBLE_EQ(b.bound_s, 0.485);  // the D2H link is the longer
 }
 
-// On real runs of both schedules and loops: the link time is positive, and the copies alone
-// stay below the D2H phase (which includes the device cast) plus the copy-back / fetch time.
-TEST(Overlap, BoundOfRealRunsCountsTheCopiesOnly) {
-  for (Schedule sch : {Schedule::stock, Schedule::overlap}) {
+// The bound is built from parts that cannot overlap, each measured in the same run: the
+// compute is the kernels alone (no waits: at most the forward + backward device time), each
+// link direction is the copies alone (at most the phases that hold them), Adam is counted at
+// the same-run memory probe.
+TEST(Overlap, BoundIsBuiltFromPartsThatCannotOverlap) {
+  for (Schedule sch : {Schedule::stock, Schedule::overlap, Schedule::deepspeed}) {
     for (Loop loop : {Loop::copy_back, Loop::offload_param}) {
       RunConfig c = base();
       c.steps = 4;
       c.schedule = sch;
       c.loop = loop;
       const ArmResult r = run(c, Arm::unregistered, nullptr);
+      ASSERT_TRUE(r.ok) << r.error;
       const StepBound& b = r.bound;
-      EXPECT_GT(b.pcie_s, 0);
-      double upper = 0;
+      double max_compute = 0, max_d2h = 0, max_h2d = 0;
+      std::vector<double> adam;
       for (std::size_t i = static_cast<std::size_t>(c.warmup); i < r.samples.size(); ++i) {
         const auto& ph = r.samples[i].phases;
-        upper = std::max(upper, ph.at("grad_offload").device_s +
-                                    ph.at(loop == Loop::copy_back ? "copy_back" : "param_fetch")
-                                        .device_s);
+        adam.push_back(ph.at("adam").host_s);
+        max_compute = std::max(max_compute, ph.at("forward").device_s + ph.at("backward").device_s);
+        max_d2h = std::max(max_d2h, ph.at("grad_offload").device_s);
+        max_h2d = std::max(max_h2d, ph.count("copy_back") ? ph.at("copy_back").device_s
+                                                          : ph.at("param_fetch").device_s);
       }
-      EXPECT_LE(b.pcie_s, upper * (1 + 1e-9));
-      EXPECT_GT(b.bound_s, 0);
+      const double eps = 1 + 1e-9;
+      EXPECT_GT(b.compute_s, 0);
+      EXPECT_LE(b.compute_s, max_compute * eps);
+      EXPECT_GT(b.d2h_s, 0);
+      EXPECT_GT(b.h2d_s, 0);
+      if (sch != Schedule::deepspeed) {  // deepspeed's gradient trip back is H2D inside grad_offload
+        EXPECT_LE(b.d2h_s, max_d2h * eps);
+        EXPECT_LE(b.h2d_s, max_h2d * eps);
+      }
+      EXPECT_DOUBLE_EQ(b.pcie_s, std::max(b.d2h_s, b.h2d_s));
+      EXPECT_GT(b.probe_gb_per_s, 0.1);
+      const double P = static_cast<double>(ModelLayout::build(c.model).total);
+      EXPECT_NEAR(b.adam_s * b.probe_gb_per_s * 1e9, 28 * P, 1e-6 * 28 * P);
+      EXPECT_DOUBLE_EQ(b.adam_measured_s, median(adam));
+      EXPECT_DOUBLE_EQ(b.bound_s, std::max(b.adam_s, b.pcie_s) + b.compute_s);
+      EXPECT_GT(b.ratio, 0);
     }
   }
 }

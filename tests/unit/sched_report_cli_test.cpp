@@ -33,7 +33,14 @@ std::string refusal(std::vector<std::string> flags) {
 }
 
 TEST(SchedCli, ScheduleFlag) {
-  EXPECT_EQ(parse({}).run.schedule, Schedule::stock);
+  // The default predicts DeepSpeed: its schedule; several ranks run stock (the deepspeed
+  // schedule is single-rank) unless --schedule says otherwise, and then they are refused.
+  EXPECT_EQ(parse({}).run.schedule, Schedule::deepspeed);
+  EXPECT_EQ(parse({"--gpus", "2", "--device", "cpu"}).run.schedule, Schedule::stock);
+  EXPECT_EQ(parse({"--launcher", "mpi"}).run.schedule, Schedule::stock);
+  EXPECT_EQ(parse({"--schedule", "deepspeed"}).run.schedule, Schedule::deepspeed);
+  EXPECT_NE(refusal({"--gpus", "2", "--device", "cpu", "--schedule", "deepspeed"}).find("--schedule stock"),
+            std::string::npos);
   EXPECT_EQ(parse({"--schedule", "overlap"}).run.schedule, Schedule::overlap);
   EXPECT_EQ(parse({"--schedule", "stock"}).run.schedule, Schedule::stock);
   EXPECT_NE(refusal({"--schedule", "fast"}).find("--schedule"), std::string::npos);
