@@ -35,6 +35,13 @@ enum class Schedule {
   deepspeed,  // DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits (docs/schedules.md)
 };
 
+// Which version of the upstream Python script the output imitates (--compat).
+enum class Compat {
+  v1,  // DeepSpeed PR #8618: arms registered / unregistered, speedup = unregistered / registered
+  v2,  // DeepSpeedExamples benchmarks/pin_memory: unpinned / pinned (+ pinned-unregistered),
+       // speedup = unpinned / pinned, "pinning speedup:" line, pin_memory + register keys
+};
+
 struct ModelShape {
   std::int64_t vocab = 32000;
   std::int64_t hidden = 2048;
@@ -72,6 +79,8 @@ struct RunConfig {
   int repeats = 1;          // rounds of all arms, interleaved (A B A B ...), each arm a fresh child
   std::string trace_path;   // --trace FILE: Chrome trace of every arm run; empty: none
   bool skip_preflight = false;  // --skip-preflight
+  Compat compat = Compat::v1;   // --compat
+  bool ablate_register = false; // --ablate-register (v2): also the pinned-unregistered arm
 
   std::int64_t tokens() const { return batch * seq; }  // one rank's micro-batch
   // Tokens one step of the arm trains: every rank trains its own micro-batch (data parallel).
@@ -82,6 +91,8 @@ const char* to_string(Arm);
 const char* to_string(DeviceKind);
 const char* to_string(Loop);
 const char* to_string(Schedule);
+const char* to_string(Compat);
+Compat parse_compat(const std::string&);  // "v1" / "v2"; UsageError otherwise
 Schedule parse_schedule(const std::string&);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
 // The schedules for a sentence: "stock, overlap or deepspeed"; conjunction "|":
 // "stock|overlap|deepspeed".

@@ -79,6 +79,25 @@ void apply_run_options(const RunOptions& o, RunConfig& c) {
   }
 }
 
+// --compat v2: the v2 script's arms (pin_memory false / native + registered / native, not
+// registered) and its loop (offload_param + offload_optimizer).
+void apply_compat(const RunOptions& o, RunConfig& c) {
+  if (c.compat == Compat::v2) {
+    if (o.given("--arms")) {
+      throw UsageError(
+          "--arms with --compat v2: its arms are fixed (unpinned, pinned and, with "
+          "--ablate-register, pinned-unregistered); drop --arms or use --compat v1");
+    }
+    c.arms = {Arm::pageable, Arm::registered};
+    if (c.ablate_register) c.arms = {Arm::pageable, Arm::unregistered, Arm::registered};
+    c.loop = Loop::offload_param;
+  } else if (c.ablate_register) {
+    throw UsageError(
+        "--ablate-register belongs to --compat v2 (the v1 arms already compare "
+        "registered with unregistered); add --compat v2 or drop it");
+  }
+}
+
 CliCommand::Launcher parse_launcher(const std::string& launcher) {
   if (launcher != "fork" && launcher != "mpi") {
     throw UsageError("--launcher: unknown launcher '" + launcher + "'; use fork or mpi");
@@ -91,6 +110,7 @@ CliCommand run_command(const RunOptions& o) {
   CliCommand cmd;
   RunConfig& c = cmd.run;
   apply_run_options(o, c);
+  apply_compat(o, c);
   if (c.device == DeviceKind::cpu && c.device_index != 0) {
     throw UsageError(
         fmt::format("--device-index {}: the cpu device has only index 0; leave "

@@ -70,6 +70,15 @@ Schedule parse_schedule(const std::string& name) {
   throw UsageError("unknown schedule '" + name + "': use " + schedule_names("or"));
 }
 
+const char* to_string(Compat compat) { return compat == Compat::v2 ? "v2" : "v1"; }
+
+Compat parse_compat(const std::string& name) {
+  if (name == "v1") return Compat::v1;
+  if (name == "v2") return Compat::v2;
+  throw UsageError("unknown --compat '" + name + "': use v1 (registered / unregistered) or v2 "
+                   "(unpinned / pinned)");
+}
+
 Arm parse_arm(const std::string& name) {
   for (Arm a : kAllArms) {
     if (name == to_string(a)) return a;
@@ -104,6 +113,8 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"sub_group_size_sweep", c.sub_group_size_sweep},
       {"repeats", c.repeats},         {"trace_path", c.trace_path},
       {"skip_preflight", c.skip_preflight},
+      {"compat", to_string(c.compat)},
+      {"ablate_register", c.ablate_register},
   };
 }
 
@@ -139,6 +150,8 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.repeats = j.value("repeats", 1);
   c.trace_path = j.value("trace_path", std::string());
   c.skip_preflight = j.value("skip_preflight", false);
+  c.compat = parse_compat(j.value("compat", std::string("v1")));
+  c.ablate_register = j.value("ablate_register", false);
 }
 
 }  // namespace zob

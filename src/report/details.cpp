@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "report/json_util.hpp"
+#include "report/report.hpp"
 #include "zob/environment.hpp"
 #include "zob/phase.hpp"
 #include "zob/text.hpp"
@@ -91,8 +92,9 @@ std::vector<const ArmResult*> runs_of(const RunResult& run, Arm arm) {
 }
 
 std::vector<double> round_speedups(const RunResult& run) {
-  const auto reg = runs_of(run, Arm::registered);
-  const auto unreg = runs_of(run, Arm::unregistered);
+  const SpeedupArms pair = speedup_arms(run.config);
+  const auto reg = runs_of(run, pair.fast);
+  const auto unreg = runs_of(run, pair.slow);
   std::vector<double> out;
   for (std::size_t k = 0; k < std::min(reg.size(), unreg.size()); ++k) {
     if (!reg[k]->ok || !unreg[k]->ok) continue;

@@ -34,7 +34,16 @@ nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
   nlohmann::ordered_json j = arm_object<nlohmann::ordered_json>(r, ArmDocument::driver_result);
   add_arm_details(j, run, r);
   if (!r.ok) j["error"] = r.error;
-  return j;
+  if (run.config.compat == Compat::v1) return j;
+  // v2's arm objects open with pin_memory and register (null where nothing is pinned).
+  const bool pinned = r.arm != Arm::pageable;
+  nlohmann::ordered_json v2 = {{"pin_memory", pinned},
+                               {"register", pinned ? nlohmann::ordered_json(r.arm != Arm::unregistered)
+                                                   : nlohmann::ordered_json(nullptr)}};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() != "register") v2[it.key()] = it.value();
+  }
+  return v2;
 }
 
 std::string fmt_seconds(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
@@ -111,12 +120,36 @@ Validation validate_arms(const RunResult& run) {
   return v;
 }
 
+SpeedupArms speedup_arms(const RunConfig& config) {
+  if (config.compat == Compat::v2) return {Arm::pageable, Arm::registered};
+  return {Arm::unregistered, Arm::registered};
+}
+
+std::string arm_key(const RunConfig& config, Arm arm) {
+  if (config.compat == Compat::v1) return to_string(arm);
+  switch (arm) {
+    case Arm::pageable: return "unpinned";
+    case Arm::registered: return "pinned";
+    case Arm::unregistered: return "pinned-unregistered";
+    case Arm::hostalloc: break;
+  }
+  return to_string(arm);
+}
+
+std::string arm_label(const RunConfig& config, Arm arm) {
+  if (config.compat == Compat::v2 && arm == Arm::registered && config.ablate_register) {
+    return "pinned-registered";
+  }
+  return arm_key(config, arm);
+}
+
 std::optional<double> speedup(const RunResult& run) {
-  const ArmResult* reg = find_ok(run, Arm::registered);
-  const ArmResult* unreg = find_ok(run, Arm::unregistered);
-  if (!reg || !unreg) return std::nullopt;
-  if (!(reg->step_avg_s > 0) || !std::isfinite(unreg->step_avg_s)) return std::nullopt;
-  return unreg->step_avg_s / reg->step_avg_s;
+  const SpeedupArms pair = speedup_arms(run.config);
+  const ArmResult* fast = find_ok(run, pair.fast);
+  const ArmResult* slow = find_ok(run, pair.slow);
+  if (!fast || !slow) return std::nullopt;
+  if (!(fast->step_avg_s > 0) || !std::isfinite(slow->step_avg_s)) return std::nullopt;
+  return slow->step_avg_s / fast->step_avg_s;
 }
 
 namespace {
@@ -152,27 +185,45 @@ std::string render_table(const RunResult& run) {
 
 namespace {
 
+// The v1 script's table (the tool's names, widths 14/14/14/15, 4 decimals) or the v2 script's
+// (its banner, model and batch lines, names, widths 22/14/14/16, 3 decimals), then the summary
+// line each version prints; CI pipelines grep them.
 std::string render_arms_table(const RunResult& run) {
-  std::string out = fmt::format("{:<14}{:>14}{:>14}{:>15}\n", "arm", "avg step (s)",
-                                "min step (s)", "GPU peak (GB)");
+  const RunConfig& c = run.config;
+  const bool v2 = c.compat == Compat::v2;
+  const int name_w = v2 ? 22 : 14, peak_w = v2 ? 16 : 15;
+  const auto secs = [&](double v) { return v2 ? fmt::format("{:.3f}", v) : fmt_seconds(v); };
+  std::string out;
+  if (v2 && !run.arms.empty()) {
+    const ArmResult& a = run.arms.front();
+    out += "\n================ ZeRO-3 CPU-offload step time ================\n";
+    // params_b as Python prints a float: 0.534, 1.336, 0.0
+    const std::string params_b = a.params_b == std::floor(a.params_b) ? fmt::format("{:.1f}", a.params_b)
+                                                                       : fmt::format("{}", a.params_b);
+    out += fmt::format("model: {}  params: {}B  device: {}\n", a.model, params_b, a.device);
+    out += fmt::format("batch: {} x seq: {}  ({} tokens/step)\n\n", a.batch, a.seq, a.tokens_per_step);
+  }
+  out += fmt::format("{:<{}}{:>14}{:>14}{:>{}}\n", "arm", name_w, "avg step (s)", "min step (s)",
+                     "GPU peak (GB)", peak_w);
   for (const auto& a : run.arms) {
     if (a.ok) {
-      out += fmt::format("{:<14}{:>14}{:>14}{:>15.2f}\n", to_string(a.arm),
-                         fmt_seconds(a.step_avg_s), fmt_seconds(a.step_min_s), a.gpu_peak_gb);
+      out += fmt::format("{:<{}}{:>14}{:>14}{:>{}.2f}\n", arm_label(c, a.arm), name_w,
+                         secs(a.step_avg_s), secs(a.step_min_s), a.gpu_peak_gb, peak_w);
     } else {
-      out += fmt::format("{:<14}FAILED: {}\n", to_string(a.arm), a.error);
+      out += fmt::format("{:<{}}FAILED: {}\n", arm_label(c, a.arm), name_w, a.error);
     }
   }
   if (auto s = speedup(run)) {
-    const ArmResult* reg = find_ok(run, Arm::registered);
-    const ArmResult* unreg = find_ok(run, Arm::unregistered);
-    const double saved = unreg->step_avg_s - reg->step_avg_s;
-    const double tps_reg = static_cast<double>(reg->tokens_per_step) / reg->step_avg_s;
-    const double tps_unreg = unreg->step_avg_s > 0
-                                 ? static_cast<double>(unreg->tokens_per_step) / unreg->step_avg_s
-                                 : 0.0;
-    out += fmt::format("speedup: {:.2f}x   saved: {:.3f} s/step   throughput: {:.0f} vs {:.0f} tok/s\n",
-                       *s, saved, tps_reg, tps_unreg);
+    const SpeedupArms pair = speedup_arms(c);
+    const ArmResult* fast = find_ok(run, pair.fast);
+    const ArmResult* slow = find_ok(run, pair.slow);
+    const double saved = slow->step_avg_s - fast->step_avg_s;
+    const double tps_fast = static_cast<double>(fast->tokens_per_step) / fast->step_avg_s;
+    const double tps_slow = slow->step_avg_s > 0
+                                ? static_cast<double>(slow->tokens_per_step) / slow->step_avg_s
+                                : 0.0;
+    out += fmt::format("{}{}speedup: {:.2f}x   saved: {:.3f} s/step   throughput: {:.0f} vs {:.0f} tok/s\n",
+                       v2 ? "\n" : "", v2 ? "pinning " : "", *s, saved, tps_fast, tps_slow);
   }
   return out;
 }
@@ -182,9 +233,17 @@ std::string render_arms_table(const RunResult& run) {
 nlohmann::ordered_json driver_result_json(const RunResult& run) {
   const RunConfig& c = run.config;
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& a : run.arms) j[to_string(a.arm)] = arm_json(run, a);
+  // The script's keys first, in its order: v1 its two arms then "speedup"; v2 "unpinned",
+  // "pinned", "speedup", then "pinned-unregistered".
   const auto s = speedup(run);
+  for (const auto& a : run.arms) {
+    if (c.compat == Compat::v2 && a.arm == Arm::unregistered) continue;
+    j[arm_key(c, a.arm)] = arm_json(run, a);
+  }
   j["speedup"] = s ? finite_or_null(*s) : nlohmann::json(nullptr);
+  for (const auto& a : run.arms) {
+    if (c.compat == Compat::v2 && a.arm == Arm::unregistered) j[arm_key(c, a.arm)] = arm_json(run, a);
+  }
   j["schema_version"] = kSchemaVersion;
   j["workload"] = {{"vocab", c.model.vocab},
                    {"hidden", c.model.hidden},
@@ -219,7 +278,7 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
     nlohmann::ordered_json e = {{"chunk_elems", point.chunk_elems},
                                 {"sub_group_size", point.sub_group_size}};
     const RunResult part = point_result(run, point);
-    for (const auto& a : point.arms) e[to_string(a.arm)] = arm_json(part, a);
+    for (const auto& a : point.arms) e[arm_key(c, a.arm)] = arm_json(part, a);
     const auto ps = speedup(part);
     e["speedup"] = ps ? finite_or_null(*ps) : nlohmann::json(nullptr);
     sweep.push_back(std::move(e));

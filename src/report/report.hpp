@@ -24,7 +24,19 @@ struct Validation {
 };
 Validation validate_arms(const RunResult& run);
 
-// unregistered avg / registered avg; nullopt unless both arms completed with a positive avg.
+// The two arms the headline speedup compares (slow avg / fast avg): v1 unregistered /
+// registered; v2 (--compat v2) unpinned (the pageable arm) / pinned (the registered arm).
+struct SpeedupArms {
+  Arm slow, fast;
+};
+SpeedupArms speedup_arms(const RunConfig& config);
+// An arm's key in DRIVERRESULT and its row name in the table: the tool's names (v1), or the v2
+// script's: unpinned, pinned (the row reads pinned-registered with --ablate-register),
+// pinned-unregistered.
+std::string arm_key(const RunConfig& config, Arm arm);
+std::string arm_label(const RunConfig& config, Arm arm);
+
+// slow avg / fast avg (speedup_arms); nullopt unless both arms completed with a positive avg.
 std::optional<double> speedup(const RunResult& run);
 
 // The table, and the speedup line when it is computable. Ends with a newline.

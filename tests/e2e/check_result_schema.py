@@ -52,13 +52,14 @@ def main():
     failed = driver_result(binary, ["--arms", "registered,unregistered"],
                            {"ZOB_TEST_CHILD_FAULT": "registered:exit"}, expect_rc=1)
     offload = driver_result(binary, ["--offload-param", "--arms", "pageable,hostalloc"])
+    v2 = driver_result(binary, ["--compat", "v2", "--ablate-register"])
     # --gpus: the ranks array, of a good arm and of one whose rank 1 died.
     ranked = driver_result(binary, ["--gpus", "2", "--repeats", "2"])
     ranked_failed = driver_result(binary, ["--gpus", "2", "--arms", "registered"],
                                   {"ZOB_TEST_RANK_FAULT": "registered:1:exit"}, expect_rc=1)
 
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
-                    ("--offload-param", offload), ("--gpus 2", ranked),
+                    ("--offload-param", offload), ("--compat v2", v2), ("--gpus 2", ranked),
                     ("--gpus 2, rank 1 died", ranked_failed)]:
         errors = sorted(validator.iter_errors(d), key=lambda e: list(e.path))
         for e in errors:
@@ -86,7 +87,7 @@ def main():
     bad_policy = copy.deepcopy(ranked)
     bad_policy["registered"]["ranks"][0]["placement"]["policy"] = "rank slice two"
     must_fail(validator, bad_policy, "a rank placement policy without its slice numbers")
-    print("ok: 6 documents valid against", schema_path)
+    print("ok: 7 documents valid against", schema_path)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,20 @@ std::string refusal(std::vector<std::string> flags) {
   return "";
 }
 
+TEST(SchedCli, CompatFlag) {
+  EXPECT_EQ(parse({}).run.compat, Compat::v1);
+  const RunConfig v2 = parse({"--compat", "v2"}).run;
+  EXPECT_EQ(v2.compat, Compat::v2);
+  EXPECT_EQ(v2.arms, (std::vector<Arm>{Arm::pageable, Arm::registered}));
+  EXPECT_EQ(v2.loop, Loop::offload_param);  // the v2 script's loop
+  const RunConfig ablate = parse({"--compat", "v2", "--ablate-register"}).run;
+  EXPECT_EQ(ablate.arms, (std::vector<Arm>{Arm::pageable, Arm::unregistered, Arm::registered}));
+  EXPECT_TRUE(ablate.ablate_register);
+  EXPECT_NE(refusal({"--ablate-register"}).find("--compat v2"), std::string::npos);
+  EXPECT_NE(refusal({"--compat", "v2", "--arms", "registered"}).find("--arms"), std::string::npos);
+  EXPECT_NE(refusal({"--compat", "v3"}).find("--compat"), std::string::npos);
+}
+
 TEST(SchedCli, ScheduleFlag) {
   // The default predicts DeepSpeed: its schedule; several ranks run stock (the deepspeed
   // schedule is single-rank) unless --schedule says otherwise, and then they are refused.
