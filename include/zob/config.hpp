@@ -80,6 +80,7 @@ struct RunConfig {
   std::string trace_path;   // --trace FILE: Chrome trace of every arm run; empty: none
   bool skip_preflight = false;  // --skip-preflight
   Compat compat = Compat::v1;   // --compat
+  bool dry_run = false;         // --dry-run: print the plan and the pre-flight verdict, run nothing
   bool ablate_register = false; // --ablate-register (v2): also the pinned-unregistered arm
 
   std::int64_t tokens() const { return batch * seq; }  // one rank's micro-batch

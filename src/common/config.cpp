@@ -115,6 +115,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"skip_preflight", c.skip_preflight},
       {"compat", to_string(c.compat)},
       {"ablate_register", c.ablate_register},
+      {"dry_run", c.dry_run},
   };
 }
 
@@ -152,6 +153,7 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.skip_preflight = j.value("skip_preflight", false);
   c.compat = parse_compat(j.value("compat", std::string("v1")));
   c.ablate_register = j.value("ablate_register", false);
+  c.dry_run = j.value("dry_run", false);
 }
 
 }  // namespace zob

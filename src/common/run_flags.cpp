@@ -117,6 +117,11 @@ const RunFlag kRunFlags[] = {
      "v1", FlagKind::value, 0, 0, 0, nullptr, nullptr,
      [](RunConfig& c, const std::string& text) { c.compat = parse_compat(text); },
      [] { return std::string(to_string(kDefaults.compat)); }},
+    {"--dry-run", "",
+     "validate, print the plan (parameters, modules, host and device bytes per arm) and the "
+     "pre-flight verdict; allocate nothing (exit 0 fits, 2 refused)",
+     "off", FlagKind::toggle, 0, 0, 0, nullptr,
+     [](RunConfig& c, std::int64_t v) { c.dry_run = v != 0; }, nullptr, nullptr},
     {"--ablate-register", "",
      "with --compat v2: also the pinned-unregistered arm (as the v2 script's flag)", "off",
      FlagKind::toggle, 0, 0, 0, nullptr,

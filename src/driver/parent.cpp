@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "driver/driver.hpp"
+#include "driver/dry_run.hpp"
 #include "driver/process.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
@@ -323,7 +324,9 @@ int run_driver(const RunConfig& config) {
   run.host = collect_host_environment();
   // Pre-flight, host part first (device memory unknown yet): a model the host cannot hold is
   // refused before even the probe runs; the device part follows the probe.
-  if (!config.skip_preflight) preflight_check(config, plan_memory(config), run.host, 0);
+  if (!config.skip_preflight && !config.dry_run) {
+    preflight_check(config, plan_memory(config), run.host, 0);
+  }
 
   const auto probed = probe_device(config);
   if (const int* code = std::get_if<int>(&probed)) return *code;
@@ -333,6 +336,7 @@ int run_driver(const RunConfig& config) {
   if (const int code = resolve_devices(config, answer, info, resolved, run)) return code;
   run.device_info = info;
   run.has_environment = true;
+  if (config.dry_run) return run_dry_run(resolved, run.host, info);
   // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
   // half-way with memory locked.
   if (!config.skip_preflight) {

@@ -196,4 +196,35 @@ TEST(SchedE2E, DeepSpeedScheduleEqualsStockThroughTheBinary) {
   }
 }
 
+// --dry-run: the plan and the pre-flight verdict, no arm started; the JSON file holds them.
+TEST(SchedE2E, DryRunPrintsThePlanAndThePreflightVerdict) {
+  const std::string json = ::testing::TempDir() + "zob_dry_run.json";
+  std::remove(json.c_str());
+  const BenchRun fits = run_bench({"--device", "cpu", "--dry-run", "--offload-param", "--arms",
+                                   "registered,pageable", "--json", json});
+  ASSERT_EQ(fits.rc, 0) << fits.err;
+  EXPECT_NE(fits.out.find("dry run: nothing allocated"), std::string::npos) << fits.out;
+  EXPECT_NE(fits.out.find("533848064 params"), std::string::npos) << fits.out;
+  EXPECT_NE(fits.out.find("layer0..layer11: 4 tensors each"), std::string::npos) << fits.out;
+  EXPECT_NE(fits.out.find("pre-flight: fits"), std::string::npos) << fits.out;
+  EXPECT_EQ(fits.out.find("DRIVERRESULT="), std::string::npos);
+  EXPECT_EQ(fits.err.find("step 1/"), std::string::npos) << "an arm ran: " << fits.err;
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no --json file";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("workload").at("params"), 533848064);
+  EXPECT_EQ(j.at("preflight").at("ok"), true);
+  const auto& arms = j.at("plan").at("arms");
+  EXPECT_GT(arms.at("registered").at("host_locked_bytes").get<std::uint64_t>(), 0u);
+  EXPECT_EQ(arms.at("pageable").at("host_locked_bytes").get<std::uint64_t>(), 0u);
+  EXPECT_EQ(arms.at("registered").at("device_bytes"), j.at("plan").at("device_bytes"));
+  std::remove(json.c_str());
+  // A model the host cannot hold: refused with the numbers, exit 2, still nothing run.
+  const BenchRun refused = run_bench({"--device", "cpu", "--dry-run", "--hidden", "65536",
+                                      "--layers", "64"});
+  EXPECT_EQ(refused.rc, 2) << refused.err;
+  EXPECT_NE(refused.out.find("pre-flight: refused: an arm needs"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.err.find("MemAvailable"), std::string::npos) << refused.err;
+}
+
 }  // namespace

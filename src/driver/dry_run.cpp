@@ -1,0 +1,100 @@
+#include "driver/dry_run.hpp"
+
+#include <cstdio>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "report/report.hpp"
+#include "zob/errors.hpp"
+#include "zob/exit_codes.hpp"
+#include "zob/model.hpp"
+#include "zob/preflight.hpp"
+#include "zob/step.hpp"
+
+namespace zob {
+namespace {
+
+std::string gb(std::uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
+
+// "embedding: 1 tensor, layer0..layer11: 4 tensors each, head: 1 tensor": runs of modules
+// with the same tensor count folded into one entry.
+std::string module_summary(const ModelLayout& layout) {
+  std::string out;
+  for (std::size_t i = 0; i < layout.modules.size();) {
+    std::size_t j = i;
+    const std::size_t n = layout.modules[i].tensors.size();
+    while (j + 1 < layout.modules.size() && layout.modules[j + 1].tensors.size() == n &&
+           layout.modules[j + 1].name.rfind("layer", 0) == 0 && layout.modules[i].name.rfind("layer", 0) == 0) {
+      ++j;
+    }
+    if (!out.empty()) out += ", ";
+    out += j == i ? layout.modules[i].name
+                  : layout.modules[i].name + ".." + layout.modules[j].name;
+    out += fmt::format(": {} tensor{}{}", n, n == 1 ? "" : "s", j == i ? "" : " each");
+    i = j + 1;
+  }
+  return out;
+}
+
+bool locks(Arm arm) { return arm == Arm::registered || arm == Arm::unregistered; }
+
+}  // namespace
+
+int run_dry_run(const RunConfig& config, const HostEnvironment& host, const DeviceInfo& device) {
+  const ModelLayout layout = ModelLayout::build(config.model);
+  const MemoryPlan plan = plan_memory(config);
+  std::string verdict = "fits";
+  bool ok = true;
+  try {
+    preflight_check(config, plan, host, device.total_memory_bytes);
+  } catch (const UsageError& e) {
+    verdict = e.what();
+    ok = false;
+  }
+  const std::string shown = ok ? verdict : "refused: " + (verdict.rfind("pre-flight: ", 0) == 0 ? verdict.substr(12) : verdict);
+  const std::string model = fmt::format("synthetic-h{}-l{}", config.model.hidden, config.model.layers);
+  std::string out = "dry run: nothing allocated, no arm started\n";
+  out += fmt::format("model: {}, {} params ({:.3f} B); {}\n", model, layout.total,
+                     static_cast<double>(layout.total) / 1e9, module_summary(layout));
+  out += fmt::format("step: {} loop, {} schedule, {} tokens/step, device {} ({}, {})\n",
+                     to_string(config.loop), to_string(config.schedule), config.tokens(),
+                     device.backend, device.name, gb(device.total_memory_bytes));
+  nlohmann::ordered_json arms = nlohmann::ordered_json::object();
+  for (Arm a : config.arms) {
+    const std::uint64_t locked = locks(a) ? plan.host_pinned_bytes : 0;
+    const std::uint64_t mapped = plan.host_pinned_bytes + plan.host_pageable_bytes;
+    out += fmt::format("arm {:<14} host locked {:>10}{}, host mapped {:>10}, device {:>10}\n",
+                       arm_key(config, a), gb(locked), a == Arm::registered ? " (registered)" : "",
+                       gb(mapped), gb(plan.device_bytes));
+    arms[arm_key(config, a)] = {{"host_locked_bytes", locked},
+                                {"host_registered_bytes", a == Arm::registered ? locked : 0},
+                                {"host_mapped_bytes", mapped},
+                                {"device_bytes", plan.device_bytes}};
+  }
+  out += fmt::format("pre-flight: {} (host MemAvailable {}, device {})\n", shown,
+                     gb(host.mem_available), gb(device.total_memory_bytes));
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  if (!config.json_path.empty()) {
+    nlohmann::ordered_json j = {
+        {"dry_run", true},
+        {"workload", {{"model", model}, {"params", layout.total}, {"vocab", config.model.vocab},
+                      {"hidden", config.model.hidden}, {"layers", config.model.layers},
+                      {"batch", config.batch}, {"seq", config.seq},
+                      {"tokens_per_step", config.tokens()}, {"loop", to_string(config.loop)},
+                      {"schedule", to_string(config.schedule)}, {"modules", layout.modules.size()}}},
+        {"plan", {{"host_pinned_bytes", plan.host_pinned_bytes},
+                  {"host_pageable_bytes", plan.host_pageable_bytes},
+                  {"device_bytes", plan.device_bytes},
+                  {"arms", arms}}},
+        {"preflight", {{"ok", ok}, {"message", ok ? nlohmann::ordered_json(nullptr)
+                                                  : nlohmann::ordered_json(verdict)}}}};
+    write_file_atomically(config.json_path, j.dump(2) + "\n");
+    std::fprintf(stderr, "zero3-offload-bench: wrote the dry run's plan to %s\n", config.json_path.c_str());
+  }
+  if (!ok) std::fprintf(stderr, "zero3-offload-bench: error: %s\n", verdict.c_str());
+  return ok ? 0 : exit_code::usage;
+}
+
+}  // namespace zob

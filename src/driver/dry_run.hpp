@@ -1,0 +1,15 @@
+// --dry-run: what a run would allocate, and whether the pre-flight lets it start, printed on
+// stdout (and written to --json FILE) without locking, registering or allocating anything
+// and without starting an arm.
+#pragma once
+#include "zob/config.hpp"
+#include "zob/device.hpp"
+#include "zob/environment.hpp"
+
+namespace zob {
+
+// Exit code: 0 when the run would pass the pre-flight, 2 (usage) when the pre-flight refuses
+// it, with the same one-line reason a real run would give.
+int run_dry_run(const RunConfig& config, const HostEnvironment& host, const DeviceInfo& device);
+
+}  // namespace zob
