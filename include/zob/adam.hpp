@@ -1,4 +1,4 @@
-// CPU Adam with DeepSpeedCPUAdam's AdamW semantics (REFERENCE.md §4), fp32, in place.
+// CPU Adam with DeepSpeedCPUAdam's AdamW semantics (docs/anatomy.md §4), fp32, in place.
 #pragma once
 #include <cstdint>
 

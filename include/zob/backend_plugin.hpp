@@ -4,6 +4,7 @@
 // A plugin whose runtime library is missing fails at dlopen, and the registry reports that
 // (exit 3). Tests link the backends' static libraries directly instead.
 #pragma once
+#include "zob/backends.hpp"  // the plugin file names (kBackends)
 #include "zob/device.hpp"
 
 // Creates device `index` of the backend. Returns a heap object the caller owns (wrap it in
@@ -11,7 +12,3 @@
 // why: no driver, no device, index out of range, driver/runtime version mismatch.
 extern "C" zob::Device* zob_backend_create_device(int index);
 using zob_backend_create_device_fn = zob::Device* (*)(int);
-
-// Plugin file names, next to the executable.
-#define ZOB_CUDA_PLUGIN "zob-backend-cuda.so"
-#define ZOB_LEVEL_ZERO_PLUGIN "zob-backend-level-zero.so"

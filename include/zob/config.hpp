@@ -1,5 +1,6 @@
 // The validated run configuration: what the CLI produces, what the parent hands each child
-// (as JSON), what the step consumes. Plain data; validation lives in src/cli.
+// (as JSON), what the step consumes. Plain data, and its checks (validate_run_config, in
+// src/common/config_check.cpp); the flags that set it are declared in zob/run_flags.hpp.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -17,6 +18,9 @@ enum class Arm {
   hostalloc,     // allocated by the device runtime (cudaMallocHost / zeMemAllocHost)
 };
 
+inline constexpr Arm kAllArms[] = {Arm::registered, Arm::unregistered, Arm::pageable,
+                                   Arm::hostalloc};
+
 enum class DeviceKind { automatic, cpu, cuda, xpu };
 
 enum class Loop {
@@ -26,7 +30,7 @@ enum class Loop {
 
 // Order of the optimizer phase (--schedule). Both give bitwise identical results.
 enum class Schedule {
-  stock,    // REFERENCE.md §3: all grads land, then per sub-group Adam, then its copy-back
+  stock,    // docs/anatomy.md §3: all grads land, then per sub-group Adam, then its copy-back
   overlap,  // Adam per piece as its grads land; copy-back of piece i under Adam of piece i+1
   deepspeed,  // DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits (docs/schedules.md)
 };
@@ -79,7 +83,9 @@ struct RunConfig {
   bool dry_run = false;         // --dry-run: print the plan and the pre-flight verdict, run nothing
   bool ablate_register = false; // --ablate-register (v2): also the pinned-unregistered arm
 
-  std::int64_t tokens() const { return batch * seq; }
+  std::int64_t tokens() const { return batch * seq; }  // one rank's micro-batch
+  // Tokens one step of the arm trains: every rank trains its own micro-batch (data parallel).
+  std::int64_t tokens_per_step() const { return tokens() * (gpus > 1 ? gpus : 1); }
 };
 
 const char* to_string(Arm);
@@ -89,6 +95,9 @@ const char* to_string(Schedule);
 const char* to_string(Compat);
 Compat parse_compat(const std::string&);  // "v1" / "v2"; UsageError otherwise
 Schedule parse_schedule(const std::string&);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
+// The schedules for a sentence: "stock, overlap or deepspeed"; conjunction "|":
+// "stock|overlap|deepspeed".
+std::string schedule_names(const char* conjunction);
 // Parse the names above; throw UsageError naming the accepted values.
 Arm parse_arm(const std::string&);
 DeviceKind parse_device_kind(const std::string&);
@@ -96,5 +105,16 @@ DeviceKind parse_device_kind(const std::string&);
 // Lossless round trip, used for the parent -> child hand-over and in DRIVERRESULT.
 void to_json(nlohmann::json&, const RunConfig&);
 void from_json(const nlohmann::json&, RunConfig&);
+
+// ---- Checks (src/common/config_check.cpp) ----
+
+// --threads not given (threads 0) with one rank: one per --cpu-affinity CPU, else per CPU
+// available. Several ranks keep 0: each rank runs one thread per CPU of its slice.
+void resolve_default_threads(RunConfig& config);
+// Every check of the command line on a RunConfig however it was built (the CLI's, and the
+// child's re-check of the config it receives): the flags' ranges (zob/run_flags.hpp), the
+// combinations not implemented, the CPU list against the allowed CPUs, and byte counts that
+// would overflow 64 bits. Throws UsageError ("<what>; <fix>").
+void validate_run_config(const RunConfig& config);
 
 }  // namespace zob

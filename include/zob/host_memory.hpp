@@ -50,6 +50,8 @@ class HostBuffer {
   double register_seconds() const { return register_seconds_; }  // time register_host took
 
  private:
+  void map_pages(ThreadPool* first_touch);  // mmap (+ huge pages, first touch)
+  void lock_and_register();                 // mlock, then the device's registration
   void release() noexcept;
   void* data_ = nullptr;
   std::size_t bytes_ = 0;          // requested

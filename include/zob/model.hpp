@@ -1,4 +1,4 @@
-// The synthetic model of REFERENCE.md §2: its parameter layout in one flat array, its size,
+// The synthetic model of docs/anatomy.md §2: its parameter layout in one flat array, its size,
 // and its deterministic initial values and token ids.
 #pragma once
 #include <cstdint>
@@ -9,8 +9,12 @@
 
 namespace zob {
 
-// params = 2*V*h + n*(8*h*h + 5*h)
+// params = 2*V*h + n*(8*h*h + 5*h) (docs/anatomy.md §2)
 std::int64_t parameter_count(const ModelShape& shape);
+// "synthetic-h{hidden}-l{layers}": the model's name in results.
+std::string model_name(const ModelShape& shape);
+// Parameters in billions, rounded to 3 decimals (DRIVERRESULT's params_b).
+double params_billions(std::int64_t params);
 
 struct TensorSlice {
   std::string name;        // "layer3.fc1.weight"

@@ -11,11 +11,11 @@
 #include "zob/config.hpp"
 #include "zob/device.hpp"
 #include "zob/environment.hpp"
+#include "zob/phase.hpp"
 
 namespace zob {
 
-// Phase names used as keys: "forward", "backward", "grad_offload", "adam", "copy_back",
-// "param_fetch", "host_cast".
+// One phase of one step; StepSample::phases keys them by to_string(Phase) (zob/phase.hpp).
 struct PhaseSample {
   double device_s = -1;      // device-event time; -1 where the phase is not on the device
   double host_s = 0;         // host wall time the phase took (or blocked the host)
@@ -34,8 +34,14 @@ struct TraceSpan {
 struct StepSample {
   double wall_s = 0;  // host wall clock, step start to all queues idle
   float loss = 0;     // sum of logits of the forward pass of this step
-  std::map<std::string, PhaseSample> phases;
+  std::map<std::string, PhaseSample> phases;  // by to_string(Phase)
   std::vector<TraceSpan> spans;
+
+  PhaseSample& phase(Phase p) { return phases[to_string(p)]; }
+  void set_phase(Phase p, double host_s, double device_s, std::uint64_t bytes,
+                 std::int64_t params) {
+    phases[to_string(p)] = PhaseSample{device_s, host_s, bytes, params};
+  }
 };
 
 // Where the Adam pool's threads run.
@@ -60,7 +66,7 @@ struct RankResult {
   ThreadPlacement placement;          // where this rank's Adam threads ran
 };
 
-// The lower bound of a step under a perfect overlap of Adam with the link (REFERENCE.md §7):
+// The lower bound of a step under a perfect overlap of Adam with the link (docs/anatomy.md §6):
 // medians over the timed steps.
 // A lower bound of the arm's step from parts that cannot overlap, medians over the timed steps
 // of the same run: the host's memory bandwidth bounds Adam, each direction of the link bounds

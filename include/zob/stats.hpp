@@ -18,6 +18,8 @@ struct Summary {
   double rel_spread() const { return median > 0 ? stddev / median : 0; }  // stddev / median
 };
 Summary summarize(std::vector<double> samples);
+// The median (the mean of the middle two for an even count); 0 for no values.
+double median(std::vector<double> values);
 nlohmann::json to_json(const Summary&);
 
 // A distribution-free interval for the median of `values` (e.g. per-round speedups):

@@ -12,6 +12,11 @@ namespace zob {
 // DeviceError / UsageError; every host buffer is released on every path.
 ArmResult run_arm(const RunConfig& config, Arm arm, Device& device);
 
+// An ArmResult naming the workload (arm, device, model, params, batch, seq, tokens_per_step,
+// steps, warmup, loop, schedule; registration "none"): where every arm's result starts,
+// completed or failed before it produced anything.
+ArmResult workload_result(const RunConfig& config, Arm arm, const DeviceInfo& device);
+
 // Bytes the arm needs, for the pre-flight check and the step's byte-count tests.
 struct MemoryPlan {
   std::uint64_t host_pinned_bytes = 0;    // locked/registered in the arm (master, grads, bf16 params)

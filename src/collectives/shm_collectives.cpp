@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "collectives/reduce.hpp"
+#include "zob/system.hpp"
 #include "zob/errors.hpp"
 
 namespace zob {
@@ -62,8 +63,7 @@ ShmRegion ShmRegion::create(int ranks, std::size_t slot_bytes, const std::string
   }
   ShmRegion r;
   r.name_ = fmt::format("/zob-{}-{}-{:016x}", ::getpid(), tag, nonce);
-  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  const std::size_t data_offset = (sizeof(Header) + page - 1) / page * page;
+  const std::size_t data_offset = round_up_to_page(sizeof(Header));
   const std::size_t slot = (slot_bytes + 63) / 64 * 64;
   r.bytes_ = data_offset + slot * static_cast<std::size_t>(ranks);
   const int fd = ::shm_open(r.name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);

@@ -1,7 +1,10 @@
 #include "zob/config.hpp"
 
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
+#include "zob/backends.hpp"
 #include "zob/errors.hpp"
 
 namespace zob {
@@ -17,13 +20,9 @@ const char* to_string(Arm arm) {
 }
 
 const char* to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::automatic: return "auto";
-    case DeviceKind::cpu: return "cpu";
-    case DeviceKind::cuda: return "cuda";
-    case DeviceKind::xpu: return "xpu";
-  }
-  return "?";
+  if (kind == DeviceKind::automatic) return "auto";
+  const BackendInfo* b = find_backend(kind);
+  return b != nullptr ? b->name : "?";
 }
 
 const char* to_string(Loop loop) {
@@ -43,11 +42,32 @@ const char* to_string(Schedule schedule) {
   return "?";
 }
 
+namespace {
+constexpr Schedule kSchedules[] = {Schedule::stock, Schedule::overlap, Schedule::deepspeed};
+}  // namespace
+
+std::string schedule_names(const char* conjunction) {
+  std::string out;
+  const std::size_t n = std::size(kSchedules);
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool bar = std::string_view(conjunction) == "|";
+    if (i > 0 && (bar || i + 1 < n)) {
+      out += bar ? "|" : ", ";
+    } else if (i > 0) {
+      out += ' ';
+      out += conjunction;
+      out += ' ';
+    }
+    out += to_string(kSchedules[i]);
+  }
+  return out;
+}
+
 Schedule parse_schedule(const std::string& name) {
-  for (Schedule s : {Schedule::stock, Schedule::overlap, Schedule::deepspeed}) {
+  for (Schedule s : kSchedules) {
     if (name == to_string(s)) return s;
   }
-  throw UsageError("unknown schedule '" + name + "': use stock, overlap or deepspeed");
+  throw UsageError("unknown schedule '" + name + "': use " + schedule_names("or"));
 }
 
 const char* to_string(Compat compat) { return compat == Compat::v2 ? "v2" : "v1"; }
@@ -60,7 +80,7 @@ Compat parse_compat(const std::string& name) {
 }
 
 Arm parse_arm(const std::string& name) {
-  for (Arm a : {Arm::registered, Arm::unregistered, Arm::pageable, Arm::hostalloc}) {
+  for (Arm a : kAllArms) {
     if (name == to_string(a)) return a;
   }
   throw UsageError("unknown arm '" + name +
@@ -68,10 +88,9 @@ Arm parse_arm(const std::string& name) {
 }
 
 DeviceKind parse_device_kind(const std::string& name) {
-  for (DeviceKind d : {DeviceKind::automatic, DeviceKind::cpu, DeviceKind::cuda, DeviceKind::xpu}) {
-    if (name == to_string(d)) return d;
-  }
-  throw UsageError("unknown device '" + name + "': use auto, cpu, cuda or xpu");
+  if (name == to_string(DeviceKind::automatic)) return DeviceKind::automatic;
+  if (const BackendInfo* b = find_backend(name)) return b->kind;
+  throw UsageError("unknown device '" + name + "': use " + backend_names("or", true));
 }
 
 void to_json(nlohmann::json& j, const RunConfig& c) {

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "zob/errors.hpp"
+#include "zob/text.hpp"
 
 namespace zob {
 
@@ -49,11 +50,7 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& what
   if (whole.empty()) throw UsageError(what + " is empty; give CPUs such as 0-7,16-23");
   std::vector<int> out;
   std::set<int> seen;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t comma = whole.find(',', start);
-    const std::string item = whole.substr(start, comma == std::string::npos ? std::string::npos
-                                                                            : comma - start);
+  for (const std::string& item : split_list(whole)) {
     if (item.empty()) {
       throw UsageError(what + " '" + whole + "' has an empty item; give CPUs such as 0-7,16-23");
     }
@@ -76,8 +73,6 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& what
       }
       out.push_back(c);
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
@@ -248,6 +243,52 @@ std::map<int, std::vector<int>> usable_node_cpus(const std::vector<int>& node_of
   return out;
 }
 
+// Without --cpu-affinity: the ranks whose device's node has allowed CPUs split those CPUs;
+// the others split the allowed CPUs of no such node (all allowed CPUs when none are left).
+// Every rank computes the same groups from the same inputs, so the slices are disjoint.
+// Empty when the allowed CPUs are unknown.
+std::vector<int> node_group_slice(int rank, const std::vector<int>& node_of_rank,
+                                  const std::vector<int>& allowed, const std::string& sysfs,
+                                  std::vector<std::string>& notes, std::string& policy) {
+  const int ranks = static_cast<int>(node_of_rank.size());
+  const std::map<int, std::vector<int>> usable = usable_node_cpus(node_of_rank, allowed, sysfs);
+  auto group = [&](int r) {
+    const int node = node_of_rank[static_cast<std::size_t>(r)];
+    return usable.count(node) ? node : -1;
+  };
+  const int mine = group(rank);
+  int index = 0, members = 0;
+  for (int r = 0; r < ranks; ++r) {
+    if (group(r) != mine) continue;
+    if (r < rank) ++index;
+    ++members;
+  }
+  std::vector<int> candidates;
+  if (mine >= 0) {
+    candidates = usable.at(mine);
+  } else {
+    const int node = node_of_rank[static_cast<std::size_t>(rank)];
+    if (node >= 0) {
+      notes.push_back(fmt::format("the device is on NUMA node {} but none of its CPUs is "
+                                  "allowed to this process; the rank's Adam threads use "
+                                  "allowed CPUs of no rank's node", node));
+    }
+    std::set<int> taken;
+    for (const auto& [n, cpus] : usable) taken.insert(cpus.begin(), cpus.end());
+    for (int c : allowed) {
+      if (!taken.count(c)) candidates.push_back(c);
+    }
+    if (candidates.empty()) candidates = allowed;
+  }
+  if (candidates.empty()) return {};
+  std::string line;
+  std::vector<int> slice = cpu_slice(candidates, members, index, &line);
+  if (!line.empty()) notes.push_back(line);
+  policy = (mine >= 0 ? fmt::format("numa-node {}, ", mine) : std::string()) +
+           fmt::format("rank slice {}/{}", index, members);
+  return slice;
+}
+
 }  // namespace
 
 ThreadPlacement choose_rank_placement(const std::vector<int>& cpu_affinity, int threads, int rank,
@@ -260,7 +301,6 @@ ThreadPlacement choose_rank_placement(const std::vector<int>& cpu_affinity, int 
                                             rank, ranks, threads));
   }
   std::vector<std::string> notes;
-  std::string line;
   ThreadPlacement p;
   std::vector<int> slice;
   if (!cpu_affinity.empty()) {
@@ -268,44 +308,11 @@ ThreadPlacement choose_rank_placement(const std::vector<int>& cpu_affinity, int 
     slice = cpu_slice(cpu_affinity, ranks, rank);
     p.policy = fmt::format("cpu-affinity, rank slice {}/{}", rank, ranks);
   } else {
-    // Every rank computes the same groups from the same inputs, so the slices are disjoint.
-    const std::map<int, std::vector<int>> usable = usable_node_cpus(node_of_rank, allowed, sysfs);
-    auto group = [&](int r) {
-      const int node = node_of_rank[static_cast<std::size_t>(r)];
-      return usable.count(node) ? node : -1;
-    };
-    const int mine = group(rank);
-    int index = 0, members = 0;
-    for (int r = 0; r < ranks; ++r) {
-      if (group(r) != mine) continue;
-      if (r < rank) ++index;
-      ++members;
-    }
-    std::vector<int> candidates;
-    if (mine >= 0) {
-      candidates = usable.at(mine);
-    } else {
-      const int node = node_of_rank[static_cast<std::size_t>(rank)];
-      if (node >= 0) {
-        notes.push_back(fmt::format("the device is on NUMA node {} but none of its CPUs is "
-                                    "allowed to this process; the rank's Adam threads use "
-                                    "allowed CPUs of no rank's node", node));
-      }
-      std::set<int> taken;
-      for (const auto& [n, cpus] : usable) taken.insert(cpus.begin(), cpus.end());
-      for (int c : allowed) {
-        if (!taken.count(c)) candidates.push_back(c);
-      }
-      if (candidates.empty()) candidates = allowed;
-    }
-    if (candidates.empty()) {  // sched_getaffinity failed: nothing known to pin to
+    slice = node_group_slice(rank, node_of_rank, allowed, sysfs, notes, p.policy);
+    if (slice.empty()) {  // sched_getaffinity failed: nothing known to pin to
       if (notice != nullptr) *notice = "the allowed CPUs are unknown; Adam threads left unpinned";
       return p;
     }
-    slice = cpu_slice(candidates, members, index, &line);
-    if (!line.empty()) notes.push_back(line);
-    p.policy = (mine >= 0 ? fmt::format("numa-node {}, ", mine) : std::string()) +
-               fmt::format("rank slice {}/{}", index, members);
   }
   const std::size_t count = threads > 0 ? static_cast<std::size_t>(threads) : slice.size();
   for (std::size_t t = 0; t < count; ++t) p.cpus.push_back(slice[t % slice.size()]);

@@ -12,8 +12,11 @@
 namespace zob {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// The arms' names (to_string(Arm), zob/config.hpp), spelled here so that this reader of saved
+// files stands alone (the fuzz target result_document builds it by itself).
 const char* const kArmNames[] = {"registered", "unregistered", "pageable", "hostalloc"};
+
+constexpr int kSchemaVersion = 1;
 
 std::string read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -108,6 +111,51 @@ nlohmann::json parse_result_document(std::string_view text, const std::string& o
   return doc;
 }
 
+namespace {
+
+// Refuses (UsageError naming the first differing key) files of different workloads.
+void check_same_workload(const std::vector<nlohmann::json>& docs,
+                         const std::vector<std::string>& files) {
+  const auto& ref = docs.front()["workload"];
+  for (std::size_t f = 1; f < docs.size(); ++f) {
+    const auto& w = docs[f]["workload"];
+    std::set<std::string> keys;
+    for (const auto& [k, v] : ref.items()) keys.insert(k);
+    for (const auto& [k, v] : w.items()) keys.insert(k);
+    for (const auto& k : keys) {
+      const auto a = ref.contains(k) ? ref[k].dump() : "missing";
+      const auto b = w.contains(k) ? w[k].dump() : "missing";
+      if (a != b) {
+        throw UsageError(fmt::format(
+            "compare: the workloads differ: {} is {} in '{}' but {} in '{}'; rerun with the same "
+            "flags, or pass --force", k, a, files.front(), b, files[f]));
+      }
+    }
+  }
+}
+
+// One arm's row: its average step in each file and the ratio to the first file's.
+nlohmann::json arm_row(const char* arm, const std::vector<nlohmann::json>& docs,
+                       std::ostringstream& text) {
+  text << fmt::format("{:<14}", arm);
+  double first = -1;
+  nlohmann::json per_file = nlohmann::json::array();
+  for (const auto& d : docs) {
+    const double avg = d.contains(arm) && d[arm].is_object() ? number_or(d[arm], "step_avg_s", -1) : -1;
+    if (first < 0) first = avg;
+    const double ratio = (first > 0 && avg > 0) ? avg / first : -1;
+    text << fmt::format(" | {:>12} s/step {:>7}", cell(avg, "{:.4f}"), ratio > 0 ? fmt::format("x{:.3f}", ratio) : "-");
+    nlohmann::json entry{{"step_avg_s", avg > 0 ? nlohmann::json(avg) : nlohmann::json(nullptr)},
+                         {"ratio_to_first", ratio > 0 ? nlohmann::json(ratio) : nlohmann::json(nullptr)}};
+    if (d.contains(arm) && d[arm].is_object() && d[arm].contains("phases")) entry["phases"] = d[arm]["phases"];
+    per_file.push_back(std::move(entry));
+  }
+  text << '\n';
+  return per_file;
+}
+
+}  // namespace
+
 Comparison compare_results(const CompareOptions& options) {
   if (options.files.size() < 2) throw UsageError("compare: give at least two result files");
   std::vector<nlohmann::json> docs;
@@ -116,24 +164,7 @@ Comparison compare_results(const CompareOptions& options) {
     docs.push_back(parse_result_document(read_whole(path), path));
     labels.push_back(label_of(docs.back(), path));
   }
-  if (!options.force) {
-    const auto& ref = docs.front()["workload"];
-    for (std::size_t f = 1; f < docs.size(); ++f) {
-      const auto& w = docs[f]["workload"];
-      std::set<std::string> keys;
-      for (const auto& [k, v] : ref.items()) keys.insert(k);
-      for (const auto& [k, v] : w.items()) keys.insert(k);
-      for (const auto& k : keys) {
-        const auto a = ref.contains(k) ? ref[k].dump() : "missing";
-        const auto b = w.contains(k) ? w[k].dump() : "missing";
-        if (a != b) {
-          throw UsageError(fmt::format(
-              "compare: the workloads differ: {} is {} in '{}' but {} in '{}'; rerun with the same "
-              "flags, or pass --force", k, a, options.files.front(), b, options.files[f]));
-        }
-      }
-    }
-  }
+  if (!options.force) check_same_workload(docs, options.files);
 
   Comparison out;
   out.doc = {{"files", options.files}, {"labels", labels}, {"workload", docs.front()["workload"]}};
@@ -145,22 +176,7 @@ Comparison compare_results(const CompareOptions& options) {
   for (const char* arm : kArmNames) {
     bool present = false;
     for (const auto& d : docs) present |= d.contains(arm) && d[arm].is_object();
-    if (!present) continue;
-    text << fmt::format("{:<14}", arm);
-    double first = -1;
-    nlohmann::json per_file = nlohmann::json::array();
-    for (const auto& d : docs) {
-      const double avg = d.contains(arm) && d[arm].is_object() ? number_or(d[arm], "step_avg_s", -1) : -1;
-      if (first < 0) first = avg;
-      const double ratio = (first > 0 && avg > 0) ? avg / first : -1;
-      text << fmt::format(" | {:>12} s/step {:>7}", cell(avg, "{:.4f}"), ratio > 0 ? fmt::format("x{:.3f}", ratio) : "-");
-      nlohmann::json entry{{"step_avg_s", avg > 0 ? nlohmann::json(avg) : nlohmann::json(nullptr)},
-                           {"ratio_to_first", ratio > 0 ? nlohmann::json(ratio) : nlohmann::json(nullptr)}};
-      if (d.contains(arm) && d[arm].is_object() && d[arm].contains("phases")) entry["phases"] = d[arm]["phases"];
-      per_file.push_back(std::move(entry));
-    }
-    text << '\n';
-    arms[arm] = std::move(per_file);
+    if (present) arms[arm] = arm_row(arm, docs, text);
   }
   out.doc["arms"] = arms;
   text << fmt::format("{:<14}", "speedup");

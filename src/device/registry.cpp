@@ -1,6 +1,6 @@
-// The backend registry. The CPU device is linked in; accelerator backends are plugins next to
-// the executable, dlopen()ed on demand, so the binary starts (and the CPU device works) on
-// machines without the CUDA or Level Zero runtimes.
+// The backend registry (the backends' table: zob/backends.hpp). The CPU device is linked in;
+// accelerator backends are plugins next to the executable, dlopen()ed on demand, so the binary
+// starts (and the CPU device works) on machines without the CUDA or Level Zero runtimes.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_device.hpp"
 #include "zob/backend_plugin.hpp"
+#include "zob/backends.hpp"
 #include "zob/device.hpp"
 #include "zob/errors.hpp"
 #include "zob/thread_pool.hpp"
@@ -67,47 +68,38 @@ std::unique_ptr<Device> load_plugin(const std::string& backend, const char* file
 }  // namespace
 
 std::unique_ptr<Device> create_device(const DeviceRequest& request) {
-  if (request.backend == "cpu") {
-    if (request.index != 0) {
-      throw DeviceError(DeviceErrorKind::unavailable,
-                        fmt::format("the cpu backend has one device, index 0 (asked for {})",
-                                    request.index));
-    }
-    return std::make_unique<CpuDevice>(available_cpus());
+  const BackendInfo* b = find_backend(request.backend);
+  if (b == nullptr) {
+    throw DeviceError(DeviceErrorKind::unavailable, "unknown backend '" + request.backend +
+                                                        "' (use " + backend_names("or") + ")");
   }
-  if (request.backend == "cuda") {
-    return load_plugin("cuda", ZOB_CUDA_PLUGIN,
-                       "this build has no CUDA backend (configure on a machine with the CUDA "
-                       "toolkit)",
-                       request.index);
+  if (b->plugin != nullptr) return load_plugin(b->name, b->plugin, b->not_built, request.index);
+  if (request.index != 0) {
+    throw DeviceError(DeviceErrorKind::unavailable,
+                      fmt::format("the cpu backend has one device, index 0 (asked for {})",
+                                  request.index));
   }
-  if (request.backend == "xpu") {
-    return load_plugin("xpu", ZOB_LEVEL_ZERO_PLUGIN,
-                       "this build has no Level Zero backend (configure with libze-dev "
-                       "installed)",
-                       request.index);
-  }
-  throw DeviceError(DeviceErrorKind::unavailable,
-                    "unknown backend '" + request.backend + "' (use cpu, cuda or xpu)");
+  return std::make_unique<CpuDevice>(available_cpus());
 }
 
 std::unique_ptr<Device> create_first_available_device(int index, std::string* notice) {
   std::string skipped;
-  for (const char* backend : {"cuda", "xpu"}) {
+  for (const BackendInfo& b : kBackends) {
+    if (!b.accelerator) continue;
     try {
-      return create_device({backend, index});
+      return create_device({b.name, index});
     } catch (const DeviceError& e) {
       // Plugins may already name themselves ("cuda: no usable NVIDIA driver ...").
       std::string why = e.what();
-      const std::string prefix = std::string(backend) + ": ";
+      const std::string prefix = std::string(b.name) + ": ";
       if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
-      skipped += fmt::format("{}{}: {}", skipped.empty() ? "" : "; ", backend, why);
+      skipped += fmt::format("{}{}: {}", skipped.empty() ? "" : "; ", b.name, why);
     }
   }
   if (notice != nullptr) {
     *notice = "no accelerator available (" + skipped + "); running on the CPU device";
   }
-  return create_device({"cpu", 0});
+  return create_device({to_string(DeviceKind::cpu), 0});
 }
 
 }  // namespace zob

@@ -18,7 +18,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "driver/ranks.hpp"
@@ -80,7 +79,7 @@ void apply_test_fault(Arm arm, int fd) {
 
 // --gpus all: the devices of the backend from --device-index on (the CPU device is one).
 int count_devices(const std::string& backend, int first) {
-  if (backend == "cpu") return 1;
+  if (backend == to_string(DeviceKind::cpu)) return 1;
   int n = 1;
   while (n < 64) {
     try {

@@ -15,6 +15,15 @@ int run_driver(const RunConfig& config);
 // one line each, what is available or why not. Returns 0.
 int run_list_devices(const RunConfig& config);
 
+// What the --launcher mpi entry (mpi_launcher.hpp, built only with MPI) is handed: the run,
+// and which flags were given (it takes --gpus from the MPI world size, and sizes --threads
+// for the world unless given).
+struct MpiRequest {
+  RunConfig run;
+  bool gpus_given = false;
+  bool threads_given = false;
+};
+
 // Hidden entry points (argv built by the parent; see process.cpp). Each writes one JSON
 // document to result_fd and returns the exit code.
 int run_probe_child(const RunConfig& config, int result_fd);

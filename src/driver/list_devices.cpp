@@ -7,6 +7,7 @@
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "report/json_util.hpp"
+#include "zob/backends.hpp"
 #include "zob/exit_codes.hpp"
 
 namespace zob {
@@ -60,8 +61,8 @@ std::string probe_line(const RunConfig& config, DeviceKind kind) {
 
 int run_list_devices(const RunConfig& config) {
   install_driver_signal_handlers();
-  for (DeviceKind kind : {DeviceKind::cpu, DeviceKind::cuda, DeviceKind::xpu}) {
-    const std::string line = fmt::format("{:<6}{}\n", to_string(kind), probe_line(config, kind));
+  for (const BackendInfo& b : kBackends) {
+    const std::string line = fmt::format("{:<6}{}\n", b.name, probe_line(config, b.kind));
     std::fwrite(line.data(), 1, line.size(), stdout);
     std::fflush(stdout);
     if (stop_signal() != 0) break;

@@ -27,6 +27,8 @@
 #include "report/json_util.hpp"
 #include "report/report.hpp"
 #include "step/partitioned_step.hpp"
+#include "zob/backends.hpp"
+#include "zob/clock.hpp"
 #include "zob/device.hpp"
 #include "zob/environment.hpp"
 #include "zob/errors.hpp"
@@ -38,12 +40,6 @@
 namespace zob {
 
 namespace {
-
-void stderr_line(const std::string& prefix, const std::string& text) {
-  const std::string line = "zero3-offload-bench: " + prefix + one_line(text) + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
-}
 
 // Before MPI_Init the rank is only known from the launcher's environment; a process started
 // without mpirun is rank 0 of 1.
@@ -182,15 +178,8 @@ int report(RunResult& run, Arm arm) {
   return ok ? exit_code::ok : exit_code::arm_failed;
 }
 
-// Everything between MPI_Init and MPI_Finalize.
-int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entered) {
-  const Place p = place_in_world();
-  RunConfig c = cmd.run;
-  const Arm arm = c.arms.front();
-  const std::string rank_prefix = fmt::format("rank {} of {}: ", p.rank, p.size);
-
-  // 1. The flags for this world (every rank computes the same answer).
-  Status st;
+// 1. The flags for this world (every rank computes the same answer).
+Status check_world(RunConfig& c, const MpiRequest& cmd, const Place& p) {
   try {
     if (cmd.gpus_given && c.gpus != 0 && c.gpus != p.size) {
       throw UsageError(fmt::format("--gpus {} disagrees with the {} ranks mpirun started; leave "
@@ -205,16 +194,15 @@ int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entere
     }
     validate_run_config(c);
   } catch (const std::exception& e) {
-    st = status_of(e, "");
+    return status_of(e, "");
   }
-  if (const int code = agree(st, p.rank)) return code;
+  return {};
+}
 
-  // 2. This rank's device (its local rank picks it; the CPU device is shared) and the
-  // pre-flight, which every rank checks against its own host and device.
-  const int device_index = c.device == DeviceKind::cpu ? c.device_index
-                                                       : c.device_index + p.local_rank;
-  std::unique_ptr<Device> device;
-  HostEnvironment host;
+// 2. This rank's device (its local rank picks it; the CPU device is shared) and the
+// pre-flight, which every rank checks against its own host and device.
+Status open_device(RunConfig& c, const Place& p, int device_index,
+                   std::unique_ptr<Device>& device, HostEnvironment& host) {
   try {
     if (c.device == DeviceKind::automatic) {
       std::string notice;
@@ -229,31 +217,34 @@ int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entere
       preflight_check(c, plan_memory(c), host, device->info().total_memory_bytes);
     }
   } catch (const std::exception& e) {
-    st = status_of(e, rank_prefix);
+    return status_of(e, fmt::format("rank {} of {}: ", p.rank, p.size));
   }
-  if (const int code = agree(st, p.rank)) return code;
-  // --device auto may resolve differently where the hosts differ: one backend per arm.
-  const int kind = static_cast<int>(c.device);
+  return {};
+}
+
+// --device auto may resolve differently where the hosts differ: one backend per arm.
+bool same_backend_everywhere(DeviceKind mine, const Place& p) {
+  const int kind = static_cast<int>(mine);
   int lowest = 0, highest = 0;
   MPI_Allreduce(&kind, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&kind, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (lowest != highest) {
-    if (p.rank == 0) {
-      stderr_line("error: ", "--device auto found different backends on the ranks' hosts; "
-                             "give --device cpu, cuda or xpu");
-    }
-    return exit_code::usage;
+  if (lowest == highest) return true;
+  if (p.rank == 0) {
+    stderr_line("error: ", "--device auto found different backends on the ranks' hosts; "
+                           "give --device " + backend_names("or"));
   }
+  return false;
+}
 
-  // 3. The arm. From here on a failure ends every rank (MPI_Abort): peers may be waiting in a
-  // collective that MPI cannot cancel.
-  const std::string started = now_utc();
-  MpiCollectives comm(MPI_COMM_WORLD, collective_timeout_s(c));
+// 3. The arm. A failure ends every rank (MPI_Abort): peers may be waiting in a collective
+// that MPI cannot cancel.
+ArmResult run_arm_in_world(const RunConfig& c, Arm arm, Device& device, MpiCollectives& comm,
+                           const Place& p) {
   ArmResult r;
   try {
     if (p.rank == 0) {
       std::fprintf(stderr, "zero3-offload-bench: device %s (%s); %d MPI ranks on %d host%s\n",
-                   device->info().backend.c_str(), one_line(device->info().name).c_str(),
+                   device.info().backend.c_str(), one_line(device.info().name).c_str(),
                    p.size, p.hosts, p.hosts == 1 ? "" : "s");
       std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
       std::fflush(stderr);
@@ -261,14 +252,33 @@ int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entere
     // The device's own collectives (NCCL on CUDA), bootstrapped over the MPI ones; none on the
     // CPU device, whose memory MPI addresses directly.
     apply_test_fault(p.rank);
-    std::unique_ptr<Collectives> data = device->make_rank_collectives(comm, collective_timeout_s(c));
-    r = run_partitioned_arm(c, arm, *device, comm, data ? *data : comm);
+    std::unique_ptr<Collectives> data = device.make_rank_collectives(comm, collective_timeout_s(c));
+    r = run_partitioned_arm(c, arm, device, comm, data ? *data : comm);
   } catch (const std::exception& e) {
     comm.abort(one_line(e.what()));  // does not return
   }
+  return r;
+}
+
+// Everything between MPI_Init and MPI_Finalize.
+int run_rank(const MpiRequest& cmd, Clock::time_point entered) {
+  const Place p = place_in_world();
+  RunConfig c = cmd.run;
+  const Arm arm = c.arms.front();
+  if (const int code = agree(check_world(c, cmd, p), p.rank)) return code;
+  const int device_index = c.device == DeviceKind::cpu ? c.device_index
+                                                       : c.device_index + p.local_rank;
+  std::unique_ptr<Device> device;
+  HostEnvironment host;
+  if (const int code = agree(open_device(c, p, device_index, device, host), p.rank)) return code;
+  if (!same_backend_everywhere(c.device, p)) return exit_code::usage;
+
+  const std::string started = now_utc();
+  MpiCollectives comm(MPI_COMM_WORLD, collective_timeout_s(c));
+  ArmResult r = run_arm_in_world(c, arm, *device, comm, p);
   r.arm = arm;
   r.pid = static_cast<int>(::getpid());
-  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count();
+  r.wall_s = seconds_since(entered);
   std::vector<RankOutcome> outcomes;
   try {
     outcomes = gather_outcomes(dump_json(nlohmann::json(r)), device_index, p);
@@ -293,7 +303,7 @@ int run_rank(const CliCommand& cmd, std::chrono::steady_clock::time_point entere
 
 }  // namespace
 
-std::string mpi_launcher_refusal(const CliCommand& cmd) {
+std::string mpi_launcher_refusal(const MpiRequest& cmd) {
   const RunConfig& c = cmd.run;
   if (c.arms.size() != 1) {
     return "--launcher mpi runs one arm per mpirun; give --arms with one arm (e.g. --arms "
@@ -311,8 +321,8 @@ std::string mpi_launcher_refusal(const CliCommand& cmd) {
   return "";
 }
 
-int run_mpi_launcher(const CliCommand& cmd) {
-  const auto entered = std::chrono::steady_clock::now();
+int run_mpi_launcher(const MpiRequest& cmd) {
+  const auto entered = Clock::now();
   if (const std::string why = mpi_launcher_refusal(cmd); !why.empty()) {
     if (launched_as_rank_zero()) stderr_line("error: ", why);  // once, not once per rank
     return exit_code::usage;

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <variant>
 
-#include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "driver/dry_run.hpp"
 #include "driver/process.hpp"
@@ -21,6 +21,7 @@
 #include "zob/environment.hpp"
 #include "zob/errors.hpp"
 #include "zob/exit_codes.hpp"
+#include "zob/model.hpp"
 #include "zob/preflight.hpp"
 #include "zob/step.hpp"
 #include "zob/trace.hpp"
@@ -44,15 +45,8 @@ std::string host_name() {
 
 namespace {
 
-void error_line(const std::string& text) {
-  std::string line = "zero3-offload-bench: error: " + text;
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  line += '\n';
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
-}
+void error_line(const std::string& text) { stderr_line("error: ", text); }
+void warning_line(const std::string& text) { stderr_line("warning: ", text); }
 
 std::vector<std::string> child_args(const char* mode_flag, const std::string& mode_value,
                                     const RunConfig& config) {
@@ -69,23 +63,9 @@ std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
 // still names the workload.
 ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pid,
                      std::string error) {
-  ArmResult r;
-  r.arm = arm;
+  ArmResult r = workload_result(c, arm, info);
   r.ok = false;
   r.error = std::move(error);
-  r.device = info.backend;
-  r.device_info = info;
-  r.model = fmt::format("synthetic-h{}-l{}", c.model.hidden, c.model.layers);
-  r.params = workload_params(c);
-  r.params_b = std::round(static_cast<double>(r.params) / 1e6) / 1e3;
-  r.batch = c.batch;
-  r.seq = c.seq;
-  r.tokens_per_step = c.tokens() * std::max(1, c.gpus);  // data parallel: every rank's batch
-  r.steps = c.steps;
-  r.warmup = c.warmup;
-  r.loop = to_string(c.loop);
-  r.registration = "none";
-  r.schedule = to_string(c.schedule);
   r.pid = pid;
   return r;
 }
@@ -134,16 +114,6 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
     return f;
   }
   return r;
-}
-
-void warning_line(const std::string& text) {
-  std::string line = "zero3-offload-bench: warning: " + text;
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  line += '\n';
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
 }
 
 // --trace: every arm run that produced steps, "registered", "registered #2", ... False when
@@ -225,21 +195,11 @@ std::string describe_signal(int sig) {
   return name;
 }
 
-int run_driver(const RunConfig& config) {
-  install_driver_signal_handlers();
-  RunResult run;
-  run.config = config;
-  run.started_utc = now_utc();
-  run.tool_version = ZOB_VERSION;
-  run.hostname = host_name();
-  run.host = collect_host_environment();
-  // Pre-flight, host part first (device memory unknown yet): a model the host cannot hold is
-  // refused before even the probe runs; the device part follows the probe.
-  if (!config.skip_preflight && !config.dry_run) {
-    preflight_check(config, plan_memory(config), run.host, 0);
-  }
+namespace {
 
-  // 1. Probe: resolve --device in a child, so the parent never loads a device runtime.
+// 1. Probe: resolve --device in a child, so the parent never loads a device runtime. Returns
+// the child's answer, or the exit code of a run that ends here.
+std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
   const ChildOutcome probe = run_child(child_args(kProbeFlag, "", config), config.timeout_s);
   if (probe.stopped_by != 0) {
     error_line("interrupted by " + describe_signal(probe.stopped_by) + " while probing the "
@@ -248,76 +208,67 @@ int run_driver(const RunConfig& config) {
   }
   const std::string requested = to_string(config.device);
   nlohmann::json answer;
-  std::string probe_problem;
+  std::string problem;
   if (probe.timed_out) {
-    probe_problem = "the device probe timed out after " + seconds_text(config.timeout_s);
+    problem = "the device probe timed out after " + seconds_text(config.timeout_s);
   } else if (probe.term_signal != 0) {
-    probe_problem = "the device probe was killed by " + describe_signal(probe.term_signal);
+    problem = "the device probe was killed by " + describe_signal(probe.term_signal);
   } else {
     try {
       answer = nlohmann::json::parse(probe.output);
-      if (!answer.at("ok").get<bool>()) probe_problem = answer.at("error").get<std::string>();
+      if (!answer.at("ok").get<bool>()) problem = answer.at("error").get<std::string>();
     } catch (const std::exception& e) {
-      probe_problem = fmt::format("the device probe (exit code {}) sent no valid answer: {}",
-                                  probe.exit_code, e.what());
+      problem = fmt::format("the device probe (exit code {}) sent no valid answer: {}",
+                            probe.exit_code, e.what());
     }
   }
-  if (!probe_problem.empty()) {
-    const std::string prefix = requested + ": ";  // plugins may already name themselves
-    if (probe_problem.rfind(prefix, 0) == 0) probe_problem.erase(0, prefix.size());
-    error_line(fmt::format("backend {} unavailable: {}; run with --device cpu, or on a machine "
-                           "with that accelerator", requested, probe_problem));
-    return exit_code::backend_unavailable;
-  }
-  const DeviceInfo info = answer.at("device_info").get<DeviceInfo>();
-  RunConfig resolved = config;
+  if (problem.empty()) return answer;
+  const std::string prefix = requested + ": ";  // plugins may already name themselves
+  if (problem.rfind(prefix, 0) == 0) problem.erase(0, prefix.size());
+  error_line(fmt::format("backend {} unavailable: {}; run with --device cpu, or on a machine "
+                         "with that accelerator", requested, problem));
+  return exit_code::backend_unavailable;
+}
+
+// The config for the device the probe found: its backend, --gpus all resolved (and checked
+// again with the real count). 0, or the exit code of a --gpus N the device cannot serve.
+int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const DeviceInfo& info,
+                    RunConfig& resolved, RunResult& run) {
+  resolved = config;
   resolved.device = parse_device_kind(info.backend);
   run.config.device = resolved.device;
-  if (resolved.gpus == 0) run.config.gpus = resolved.gpus = answer.value("device_count", 1);  // --gpus all
+  if (resolved.gpus == 0) run.config.gpus = resolved.gpus = answer.value("device_count", 1);
   if (config.gpus == 0) {  // --gpus all: the checks and the default --threads for the real count
     resolve_default_threads(resolved);
     validate_run_config(resolved);
     run.config.threads = resolved.threads;
   }
-  if (resolved.gpus > 1) {  // see README "Several devices per arm"
-    const int visible = answer.value("device_count", 1);
-    const char* shared = std::getenv("ZOB_TEST_SHARE_DEVICE");  // driver/ranks.cpp
-    const bool share = shared != nullptr && std::string(shared) == "1";
-    if (info.backend != "cpu" && resolved.gpus > visible && !share) {
-      error_line(fmt::format("--gpus {} asks for {} {} devices from index {}, but {} {} there; "
-                             "use --gpus {} (or --gpus all)", resolved.gpus, resolved.gpus,
-                             info.backend, config.device_index, visible,
-                             visible == 1 ? "is" : "are", visible));
-      return exit_code::usage;
-    }
-    if (answer.contains("collectives_error")) {
-      const bool missing = answer.value("collectives_unavailable", false);
-      error_line(fmt::format("--gpus {} on {}: {}", resolved.gpus, info.backend,
-                             answer.at("collectives_error").get<std::string>()));
-      return missing ? exit_code::backend_unavailable : exit_code::usage;
-    }
+  if (resolved.gpus <= 1) return 0;
+  // See README "Several devices per arm".
+  const int visible = answer.value("device_count", 1);
+  const char* shared = std::getenv("ZOB_TEST_SHARE_DEVICE");  // driver/ranks.cpp
+  const bool share = shared != nullptr && std::string(shared) == "1";
+  if (info.backend != to_string(DeviceKind::cpu) && resolved.gpus > visible && !share) {
+    error_line(fmt::format("--gpus {} asks for {} {} devices from index {}, but {} {} there; "
+                           "use --gpus {} (or --gpus all)", resolved.gpus, resolved.gpus,
+                           info.backend, config.device_index, visible,
+                           visible == 1 ? "is" : "are", visible));
+    return exit_code::usage;
   }
-  run.device_info = info;
-  run.has_environment = true;
-  if (config.dry_run) return run_dry_run(resolved, run.host, info);
-  // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
-  // half-way with memory locked.
-  if (!config.skip_preflight) {
-    preflight_check(resolved, plan_memory(resolved), run.host, info.total_memory_bytes);
+  if (answer.contains("collectives_error")) {
+    const bool missing = answer.value("collectives_unavailable", false);
+    error_line(fmt::format("--gpus {} on {}: {}", resolved.gpus, info.backend,
+                           answer.at("collectives_error").get<std::string>()));
+    return missing ? exit_code::backend_unavailable : exit_code::usage;
   }
-  std::string name = info.name;
-  for (char& ch : name) {
-    if (ch == '\n' || ch == '\r') ch = ' ';
-  }
-  std::fprintf(stderr, "zero3-offload-bench: device %s (%s); arms:", info.backend.c_str(),
-               name.c_str());
-  for (Arm a : config.arms) std::fprintf(stderr, " %s", to_string(a));
-  std::fprintf(stderr, "\n");
+  return 0;
+}
 
-  // 2. Per configuration of the sweep (one without --chunk-elems / --sub-group-size lists):
-  // one child per arm, in --arms order; with --repeats R, R such rounds (A B A B ...), so slow
-  // drifts of the machine hit every arm alike.
-  int stopped_by = 0;
+// 2. Per configuration of the sweep (one without --chunk-elems / --sub-group-size lists): one
+// child per arm, in --arms order; with --repeats R, R such rounds (A B A B ...), so slow
+// drifts of the machine hit every arm alike.
+void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run,
+               int& stopped_by) {
   const std::vector<RunConfig> points = sweep_configs(resolved);
   for (const RunConfig& point : points) {
     if (points.size() > 1) {
@@ -327,7 +278,7 @@ int run_driver(const RunConfig& config) {
     }
     RunResult part;
     part.rounds = run_rounds(point, info, stopped_by);
-    for (Arm arm : config.arms) part.arms.push_back(combine_rounds(runs_of(part, arm)));
+    for (Arm arm : resolved.arms) part.arms.push_back(combine_rounds(runs_of(part, arm)));
     if (run.sweep.empty()) {  // the top level reports the first configuration
       run.rounds = part.rounds;
       run.arms = part.arms;
@@ -336,8 +287,10 @@ int run_driver(const RunConfig& config) {
   }
   if (run.sweep.size() == 1) run.sweep.clear();  // no sweep: the report is the plain one
   if (stopped_by != 0) run.interrupted = signal_name(stopped_by);
+}
 
-  // 3. Reports, then the exit code.
+// 3. Reports, then the exit code.
+int report_run(const RunResult& run, int stopped_by) {
   for (const auto& w : spread_warnings(run)) warning_line(w);
   const bool written = print_reports(run);
   const bool traced = write_trace(run);
@@ -357,6 +310,46 @@ int run_driver(const RunConfig& config) {
                          "as a bug)");
   }
   return failed || !v.ok() ? exit_code::arm_failed : exit_code::ok;
+}
+
+}  // namespace
+
+int run_driver(const RunConfig& config) {
+  install_driver_signal_handlers();
+  RunResult run;
+  run.config = config;
+  run.started_utc = now_utc();
+  run.tool_version = ZOB_VERSION;
+  run.hostname = host_name();
+  run.host = collect_host_environment();
+  // Pre-flight, host part first (device memory unknown yet): a model the host cannot hold is
+  // refused before even the probe runs; the device part follows the probe.
+  if (!config.skip_preflight && !config.dry_run) {
+    preflight_check(config, plan_memory(config), run.host, 0);
+  }
+
+  const auto probed = probe_device(config);
+  if (const int* code = std::get_if<int>(&probed)) return *code;
+  const nlohmann::json& answer = std::get<nlohmann::json>(probed);
+  const DeviceInfo info = answer.at("device_info").get<DeviceInfo>();
+  RunConfig resolved;
+  if (const int code = resolve_devices(config, answer, info, resolved, run)) return code;
+  run.device_info = info;
+  run.has_environment = true;
+  if (config.dry_run) return run_dry_run(resolved, run.host, info);
+  // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
+  // half-way with memory locked.
+  if (!config.skip_preflight) {
+    preflight_check(resolved, plan_memory(resolved), run.host, info.total_memory_bytes);
+  }
+  std::fprintf(stderr, "zero3-offload-bench: device %s (%s); arms:", info.backend.c_str(),
+               one_line(info.name).c_str());
+  for (Arm a : config.arms) std::fprintf(stderr, " %s", to_string(a));
+  std::fprintf(stderr, "\n");
+
+  int stopped_by = 0;
+  run_sweep(resolved, info, run, stopped_by);
+  return report_run(run, stopped_by);
 }
 
 namespace {

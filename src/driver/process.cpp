@@ -50,8 +50,6 @@ void drain_wake_pipe() {
 // Grace the child gets after a forwarded SIGINT / SIGTERM before SIGKILL.
 constexpr double kStopGraceS = 5.0;
 
-using Clock = std::chrono::steady_clock;
-
 double seconds_until(Clock::time_point t) {
   return std::chrono::duration<double>(t - Clock::now()).count();
 }
@@ -80,20 +78,6 @@ double seconds_until(Clock::time_point t) {
   ::_exit(127);
 }
 
-// Reads what is available without blocking; false at end of file.
-bool read_available(int fd, std::string& out) {
-  char buf[65536];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n == 0) return false;
-    if (errno == EINTR) continue;
-    return errno == EAGAIN || errno == EWOULDBLOCK;  // other errors: treat as end
-  }
-}
 
 }  // namespace
 
@@ -124,7 +108,11 @@ void restore_default_signal_handlers() {
 
 int stop_signal() { return g_stop_signal; }
 
-ChildOutcome run_child(const std::vector<std::string>& args, double timeout_s) {
+namespace {
+
+// Forks and execs the child (process group of its own, result pipe as fd 3). Returns its
+// pid; *result_fd receives the non-blocking read end of its result pipe.
+pid_t spawn_child(const std::vector<std::string>& args, int* result_fd) {
   std::vector<std::string> owned{"zero3-offload-bench"};
   owned.insert(owned.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -156,29 +144,25 @@ ChildOutcome run_child(const std::vector<std::string>& args, double timeout_s) {
     ::close(pipe_fds[0]);
     throw std::system_error(fork_errno, std::generic_category(), "fork for an arm's child");
   }
-  const int result_fd = pipe_fds[0];
-  ::fcntl(result_fd, F_SETFL, O_NONBLOCK);
+  *result_fd = pipe_fds[0];
+  ::fcntl(*result_fd, F_SETFL, O_NONBLOCK);
+  return pid;
+}
 
-  ChildOutcome out;
-  out.pid = pid;
-  const auto start = Clock::now();
-  const auto deadline =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+// Reads the child's result until it is a zombie, forwarding a stop signal (then SIGKILL
+// after the grace, or at a second signal) and killing it at the deadline.
+void watch_child(pid_t pid, int result_fd, double timeout_s, ChildOutcome& out) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s));
   Clock::time_point grace_deadline{};
-  bool forwarded = false, killed = false, eof = false, dead = false;
-  int status = 0;
-
+  bool forwarded = false, killed = false, eof = false;
   while (true) {
-    if (!dead) {
-      // WNOWAIT: the zombie keeps the process group id reserved while we clean the group.
-      siginfo_t info{};
-      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-          info.si_pid == pid) {
-        dead = true;
-      }
-    }
+    // WNOWAIT: the zombie keeps the process group id reserved while we clean the group.
+    siginfo_t info{};
+    const bool dead = ::waitid(P_PID, static_cast<id_t>(pid), &info,
+                               WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
     if (!eof) eof = !read_available(result_fd, out.output);
-    if (dead) break;  // whatever is left in the pipe was read just above
+    if (dead) return;  // whatever is left in the pipe was read just above
 
     const int stop = g_stop_signal;
     if (stop != 0 && !forwarded) {
@@ -196,7 +180,6 @@ ChildOutcome run_child(const std::vector<std::string>& args, double timeout_s) {
       killed = true;
       out.timed_out = true;
     }
-
     // SIGCHLD and the stop signals wake the poll through the self-pipe; the cap is only a
     // safety net against a lost wake-up.
     double wait_s = 0.25;
@@ -205,13 +188,24 @@ ChildOutcome run_child(const std::vector<std::string>& args, double timeout_s) {
     pollfd fds[2] = {{g_wake_read, POLLIN, 0}, {result_fd, POLLIN, 0}};
     const int nfds = eof ? 1 : 2;
     const int r = ::poll(fds, static_cast<nfds_t>(nfds), static_cast<int>(wait_s * 1000) + 1);
-    if (r < 0 && errno != EINTR) break;
+    if (r < 0 && errno != EINTR) return;
     drain_wake_pipe();
   }
+}
+
+}  // namespace
+
+ChildOutcome run_child(const std::vector<std::string>& args, double timeout_s) {
+  int result_fd = -1;
+  const pid_t pid = spawn_child(args, &result_fd);
+  ChildOutcome out;
+  out.pid = pid;
+  watch_child(pid, result_fd, timeout_s, out);
 
   // The child is a zombie now (or poll failed): clear anything it left in its group, then reap.
   g_child_pgid = 0;
   ::kill(-pid, SIGKILL);
+  int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   ::close(result_fd);
@@ -225,6 +219,20 @@ ChildOutcome run_child(const std::vector<std::string>& args, double timeout_s) {
   return out;
 }
 
+bool read_available(int fd, std::string& out) {
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;  // other errors: treat as end
+  }
+}
+
 void write_all(int fd, const std::string& text) {
   std::size_t done = 0;
   while (done < text.size()) {
@@ -235,13 +243,6 @@ void write_all(int fd, const std::string& text) {
     }
     done += static_cast<std::size_t>(n);
   }
-}
-
-std::string one_line(std::string text) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return text;
 }
 
 }  // namespace zob

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "zob/clock.hpp"
+#include "zob/text.hpp"  // one_line, used with every child's error
+
 namespace zob {
 
 // SIGINT / SIGTERM / SIGCHLD handlers that wake the wait loop through a self-pipe. The first
@@ -31,10 +34,10 @@ struct ChildOutcome {
 // std::system_error when the process cannot be started.
 ChildOutcome run_child(const std::vector<std::string>& args, double timeout_s);
 
+// Appends what the non-blocking fd holds to out; false at end of file (or on an error).
+bool read_available(int fd, std::string& out);
 // Writes all of text to fd (a result pipe), retrying on EINTR; stops quietly when the reader
 // is gone (the reader then reports "no result").
 void write_all(int fd, const std::string& text);
-// text with newlines and carriage returns turned into spaces: errors travel as one line.
-std::string one_line(std::string text);
 
 }  // namespace zob

@@ -14,9 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <map>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli.hpp"
 #include "collectives/shm_collectives.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
@@ -29,8 +29,6 @@
 namespace zob {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // A failed rank's peers wake at once through the abort flag; this is only how long the
 // launcher waits for them to write their reason before it SIGKILLs them.
@@ -110,6 +108,13 @@ int rank_device_index(const RunConfig& c, int rank) {
                                                               : c.device_index + rank;
 }
 
+// This process's result for `arm` on fd (its parent's pipe), as one JSON document.
+void send_result(int fd, Arm arm, ArmResult& r) {
+  r.arm = arm;
+  r.pid = static_cast<int>(::getpid());
+  write_all(fd, dump_json(nlohmann::json(r)));
+}
+
 // The body of a rank process; never returns.
 [[noreturn]] void rank_main(const RunConfig& config, Arm arm, int rank, ShmRegion& region,
                             int write_fd) {
@@ -154,9 +159,7 @@ int rank_device_index(const RunConfig& c, int rank) {
     r.error = one_line(e.what());
     code = 1;
   }
-  r.arm = arm;
-  r.pid = static_cast<int>(::getpid());
-  write_all(write_fd, dump_json(nlohmann::json(r)));
+  send_result(write_fd, arm, r);
   std::fflush(stderr);
   std::fflush(stdout);
   ::_exit(code);
@@ -193,6 +196,99 @@ std::string combine_checksums(const std::vector<std::string>& shard_checksums) {
   return fmt::format("{:016x}", h);
 }
 
+namespace {
+
+// Each phase's mean over the timed steps of one rank (device time -1 when any step had none).
+std::map<std::string, PhaseSample> mean_phases(const ArmResult& a) {
+  std::map<std::string, PhaseSample> out;
+  int n = 0;
+  for (std::size_t s = static_cast<std::size_t>(std::max(a.warmup, 0)); s < a.samples.size(); ++s, ++n) {
+    for (const auto& [name, p] : a.samples[s].phases) {
+      PhaseSample& acc = out[name];
+      if (n == 0) acc.device_s = 0;
+      acc.device_s = (p.device_s < 0 || acc.device_s < 0) ? -1 : acc.device_s + p.device_s;
+      acc.host_s += p.host_s;
+      acc.bytes += p.bytes;
+      acc.params += p.params;
+    }
+  }
+  if (n == 0) return out;
+  for (auto& [name, p] : out) {
+    if (p.device_s >= 0) p.device_s /= n;
+    p.host_s /= n;
+    p.bytes /= static_cast<std::uint64_t>(n);
+    p.params /= n;
+  }
+  return out;
+}
+
+// One rank's entry of `ranks`; *result receives its parsed ArmResult (left empty when none).
+RankResult summarize_rank(const RankOutcome& o, std::int64_t shard_elems, ArmResult* result) {
+  RankResult k;
+  k.rank = o.rank;
+  k.device_index = o.device_index;
+  k.pid = static_cast<int>(o.pid);
+  k.shard_elems = shard_elems;
+  bool parsed = false;
+  if (!o.output.empty()) {
+    try {
+      *result = nlohmann::json::parse(o.output).get<ArmResult>();
+      parsed = true;
+    } catch (const std::exception& e) {
+      k.error = fmt::format("sent a malformed result: {}", one_line(e.what()));
+    }
+  }
+  if (!parsed) {
+    if (k.error.empty()) k.error = describe_outcome(o);
+    return k;
+  }
+  const ArmResult& a = *result;
+  k.ok = a.ok && o.exited && o.exit_code == 0;
+  k.error = a.ok ? (k.ok ? "" : describe_outcome(o)) : a.error;
+  for (const auto& s : a.samples) k.step_s.push_back(s.wall_s);
+  k.phases = mean_phases(a);
+  k.shard_checksum = a.param_checksum;
+  k.placement = a.placement;
+  return k;
+}
+
+// Every rank completed: rank 0's result with the group's step times (the slowest rank's
+// each step), memory, set-up and checksum.
+ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>& results) {
+  ArmResult m = results[0];
+  std::vector<std::string> sums;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    sums.push_back(results[i].param_checksum);
+    m.gpu_peak_gb = std::max(m.gpu_peak_gb, results[i].gpu_peak_gb);
+    if (i > 0) {
+      m.locked_bytes += results[i].locked_bytes;
+      m.registered_bytes += results[i].registered_bytes;
+      m.register_s = std::max(m.register_s, results[i].register_s);
+      m.setup_s = std::max(m.setup_s, results[i].setup_s);
+    }
+  }
+  double total = 0, best = 0;
+  for (std::size_t s = 0; s < m.samples.size(); ++s) {
+    for (const ArmResult& a : results) {
+      if (s < a.samples.size()) m.samples[s].wall_s = std::max(m.samples[s].wall_s, a.samples[s].wall_s);
+    }
+    if (static_cast<int>(s) >= m.warmup) {
+      total += m.samples[s].wall_s;
+      best = static_cast<int>(s) == m.warmup ? m.samples[s].wall_s : std::min(best, m.samples[s].wall_s);
+    }
+  }
+  if (m.steps > 0) {
+    m.step_avg_s = total / m.steps;
+    m.step_min_s = best;
+  }
+  m.param_checksum = combine_checksums(sums);
+  m.tokens_per_step = config.tokens_per_step();
+  m.ok = true;
+  return m;
+}
+
+}  // namespace
+
 ArmResult merge_rank_results(const RunConfig& config, Arm arm,
                              const std::vector<RankOutcome>& ranks, int culprit,
                              const std::string& abort_reason) {
@@ -202,93 +298,19 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
   std::vector<RankResult> summary;
   int first_failed = -1;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const RankOutcome& o = ranks[i];
-    RankResult k;
-    k.rank = o.rank;
-    k.device_index = o.device_index;
-    k.pid = static_cast<int>(o.pid);
-    k.shard_elems = shards.total;
-    bool parsed = false;
-    if (!o.output.empty()) {
-      try {
-        results[i] = nlohmann::json::parse(o.output).get<ArmResult>();
-        parsed = true;
-      } catch (const std::exception& e) {
-        k.error = fmt::format("sent a malformed result: {}", one_line(e.what()));
-      }
-    }
-    if (parsed) {
-      const ArmResult& a = results[i];
-      k.ok = a.ok && o.exited && o.exit_code == 0;
-      k.error = a.ok ? (k.ok ? "" : describe_outcome(o)) : a.error;
-      for (const auto& s : a.samples) k.step_s.push_back(s.wall_s);
-      int n = 0;
-      for (std::size_t s = static_cast<std::size_t>(std::max(a.warmup, 0)); s < a.samples.size(); ++s, ++n) {
-        for (const auto& [name, p] : a.samples[s].phases) {
-          PhaseSample& acc = k.phases[name];
-          if (n == 0) acc.device_s = 0;
-          acc.device_s = (p.device_s < 0 || acc.device_s < 0) ? -1 : acc.device_s + p.device_s;
-          acc.host_s += p.host_s;
-          acc.bytes += p.bytes;
-          acc.params += p.params;
-        }
-      }
-      for (auto& [name, p] : k.phases) {
-        if (n == 0) break;
-        if (p.device_s >= 0) p.device_s /= n;
-        p.host_s /= n;
-        p.bytes /= static_cast<std::uint64_t>(n);
-        p.params /= n;
-      }
-      k.shard_checksum = a.param_checksum;
-      k.placement = a.placement;
-    } else if (k.error.empty()) {
-      k.error = describe_outcome(o);
-    }
-    if (!k.ok && first_failed < 0) first_failed = static_cast<int>(i);
-    summary.push_back(std::move(k));
+    summary.push_back(summarize_rank(ranks[i], shards.total, &results[i]));
+    if (!summary.back().ok && first_failed < 0) first_failed = static_cast<int>(i);
   }
-
   ArmResult m;
   if (first_failed < 0) {
-    m = results[0];
-    std::vector<std::string> sums;
-    double total = 0, best = 0;
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      sums.push_back(results[i].param_checksum);
-      m.gpu_peak_gb = std::max(m.gpu_peak_gb, results[i].gpu_peak_gb);
-      if (i > 0) {
-        m.locked_bytes += results[i].locked_bytes;
-        m.registered_bytes += results[i].registered_bytes;
-        m.register_s = std::max(m.register_s, results[i].register_s);
-        m.setup_s = std::max(m.setup_s, results[i].setup_s);
-      }
-    }
-    for (std::size_t s = 0; s < m.samples.size(); ++s) {
-      for (const ArmResult& a : results) {
-        if (s < a.samples.size()) m.samples[s].wall_s = std::max(m.samples[s].wall_s, a.samples[s].wall_s);
-      }
-      if (static_cast<int>(s) >= m.warmup) {
-        total += m.samples[s].wall_s;
-        best = static_cast<int>(s) == m.warmup ? m.samples[s].wall_s : std::min(best, m.samples[s].wall_s);
-      }
-    }
-    if (m.steps > 0) {
-      m.step_avg_s = total / m.steps;
-      m.step_min_s = best;
-    }
-    m.param_checksum = combine_checksums(sums);
-    // Data parallel: the group trains every rank's micro-batch in one step.
-    m.tokens_per_step = results[0].tokens_per_step * static_cast<std::int64_t>(results.size());
-    m.ok = true;
+    m = merge_completed(config, results);
   } else {
     // The rank at fault: the one the abort flag names, else the first one that failed.
     std::size_t at = static_cast<std::size_t>(first_failed);
     if (culprit >= 0 && static_cast<std::size_t>(culprit) < ranks.size()) at = static_cast<std::size_t>(culprit);
-    const RankResult& bad = summary[at];
     // A culprit the launcher had to kill (it hung) is described by the abort reason: "rank 1
     // did not reach barrier 9 of the collectives within 10 s".
-    std::string why = bad.error;
+    std::string why = summary[at].error;
     if (why.empty() || (ranks[at].killed_by_launcher && !abort_reason.empty())) why = abort_reason;
     m.ok = false;
     m.error = fmt::format("{} failed: {}", rank_label(config, ranks[at]), why);
@@ -299,24 +321,26 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
   return m;
 }
 
-int run_ranked_arm_child(const RunConfig& config, Arm arm, int result_fd) {
-  ArmResult merged;
-  int code = 0;
-  try {
-    validate_run_config(config);
-    // Every rank inherits it: NCCL must never use NVLink multicast (NVLS) on these machines.
-    ::setenv("NCCL_NVLS_ENABLE", "0", 1);
-    const int n = config.gpus;
-    ShmRegion region = ShmRegion::create(n, kSlotBytes, to_string(arm));
-    std::vector<RankOutcome> outcomes(static_cast<std::size_t>(n));
-    std::vector<int> read_fds(static_cast<std::size_t>(n), -1);
+namespace {
+
+// The ranks of one arm as the launcher sees them: forked, their result pipes read, reaped.
+// The first failure raises the abort flag (if the rank did not itself) and starts the peers'
+// grace period, after which the ones still running are killed.
+class RankGroup {
+ public:
+  RankGroup(const RunConfig& config, Arm arm, ShmRegion& region)
+      : config_(config), arm_(arm), region_(region), n_(static_cast<std::size_t>(config.gpus)),
+        outcomes_(n_), read_fds_(n_, -1), reaped_(n_, false) {}
+
+  // Forks every rank; on a failure kills the ones already started and throws.
+  void start() {
     const pid_t launcher = ::getpid();
     std::fflush(stderr);
     std::fflush(stdout);
-    for (int r = 0; r < n; ++r) {
+    for (std::size_t r = 0; r < n_; ++r) {
       int fds[2];
       if (::pipe2(fds, O_CLOEXEC) != 0) {
-        region.abort(-1, "the launcher could not create a pipe");
+        region_.abort(-1, "the launcher could not create a pipe");
         throw DeviceError(DeviceErrorKind::runtime,
                           fmt::format("pipe2 for rank {}: {}", r, std::strerror(errno)));
       }
@@ -324,103 +348,128 @@ int run_ranked_arm_child(const RunConfig& config, Arm arm, int result_fd) {
       if (pid == 0) {
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (::getppid() != launcher) ::_exit(127);
-        for (int k = 0; k < r; ++k) ::close(read_fds[static_cast<std::size_t>(k)]);
+        for (std::size_t k = 0; k < r; ++k) ::close(read_fds_[k]);
         ::close(fds[0]);
-        rank_main(config, arm, r, region, fds[1]);
+        rank_main(config_, arm_, static_cast<int>(r), region_, fds[1]);
       }
       const int fork_errno = errno;
       ::close(fds[1]);
       if (pid < 0) {
         ::close(fds[0]);
-        region.abort(-1, "the launcher could not start every rank");
-        for (int k = 0; k < r; ++k) {
-          ::kill(outcomes[static_cast<std::size_t>(k)].pid, SIGKILL);
-          ::waitpid(outcomes[static_cast<std::size_t>(k)].pid, nullptr, 0);
-          ::close(read_fds[static_cast<std::size_t>(k)]);
-        }
-        throw DeviceError(DeviceErrorKind::runtime,
-                          fmt::format("fork of rank {} of {}: {}", r, n, std::strerror(fork_errno)));
+        stop_started(r);
+        throw DeviceError(DeviceErrorKind::runtime, fmt::format("fork of rank {} of {}: {}", r,
+                                                                n_, std::strerror(fork_errno)));
       }
       ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-      read_fds[static_cast<std::size_t>(r)] = fds[0];
-      RankOutcome& o = outcomes[static_cast<std::size_t>(r)];
-      o.rank = r;
-      o.device_index = rank_device_index(config, r);
+      read_fds_[r] = fds[0];
+      RankOutcome& o = outcomes_[r];
+      o.rank = static_cast<int>(r);
+      o.device_index = rank_device_index(config_, o.rank);
       o.pid = pid;
     }
+  }
 
-    // Watch: read every rank's pipe, reap the ones that end. The first failure raises the
-    // abort flag (if the rank did not itself) and starts the peers' grace period.
-    std::vector<bool> reaped(static_cast<std::size_t>(n), false);
-    int alive = n;
-    bool failure = false;
-    Clock::time_point grace_end{};
-    bool killed = false;
+  // Until every rank is reaped: read the pipes, reap the ranks that end, abort and kill.
+  void watch() {
+    std::size_t alive = n_;
     while (alive > 0) {
       std::vector<pollfd> pfds;
-      for (int r = 0; r < n; ++r) {
-        if (read_fds[static_cast<std::size_t>(r)] >= 0) pfds.push_back({read_fds[static_cast<std::size_t>(r)], POLLIN, 0});
+      for (int fd : read_fds_) {
+        if (fd >= 0) pfds.push_back({fd, POLLIN, 0});
       }
       ::poll(pfds.data(), static_cast<nfds_t>(pfds.size()), 50);
-      for (int r = 0; r < n; ++r) {
-        const auto ru = static_cast<std::size_t>(r);
-        RankOutcome& o = outcomes[ru];
-        if (read_fds[ru] >= 0) {
-          char buf[65536];
-          while (true) {
-            const ssize_t got = ::read(read_fds[ru], buf, sizeof buf);
-            if (got > 0) {
-              o.output.append(buf, static_cast<std::size_t>(got));
-              continue;
-            }
-            if (got < 0 && errno == EINTR) continue;
-            if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-              ::close(read_fds[ru]);
-              read_fds[ru] = -1;
-            }
-            break;
-          }
-        }
-        if (reaped[ru] || read_fds[ru] >= 0) continue;  // reap only after its pipe is drained
-        int status = 0;
-        const pid_t w = ::waitpid(o.pid, &status, killed ? 0 : WNOHANG);
-        if (w != o.pid) continue;
-        reaped[ru] = true;
-        --alive;
-        if (WIFEXITED(status)) {
-          o.exited = true;
-          o.exit_code = WEXITSTATUS(status);
-        } else if (WIFSIGNALED(status)) {
-          o.term_signal = WTERMSIG(status);
-        }
-        const bool ok = o.exited && o.exit_code == 0;
-        if (!ok && !failure) {
-          failure = true;
-          grace_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(kPeerGraceS));
-          region.abort(r, fmt::format("{} {}", rank_label(config, o), describe_outcome(o)));
-        }
+      for (std::size_t r = 0; r < n_; ++r) {
+        drain(r);
+        if (reaped_[r] || read_fds_[r] >= 0) continue;  // reap only after its pipe is drained
+        if (reap(r)) --alive;
       }
-      if (failure && !killed && Clock::now() >= grace_end) {
-        for (int r = 0; r < n; ++r) {
-          if (!reaped[static_cast<std::size_t>(r)]) {
-            ::kill(outcomes[static_cast<std::size_t>(r)].pid, SIGKILL);
-            outcomes[static_cast<std::size_t>(r)].killed_by_launcher = true;
-          }
-        }
-        killed = true;
-      }
+      if (failure_ && !killed_ && Clock::now() >= grace_end_) kill_unreaped();
     }
-    merged = merge_rank_results(config, arm, outcomes, region.culprit(), region.reason());
+  }
+
+  const std::vector<RankOutcome>& outcomes() const { return outcomes_; }
+
+ private:
+  // Reads what rank r's pipe holds; closes it at its end.
+  void drain(std::size_t r) {
+    if (read_fds_[r] < 0 || read_available(read_fds_[r], outcomes_[r].output)) return;
+    ::close(read_fds_[r]);
+    read_fds_[r] = -1;
+  }
+
+  // True when rank r has ended (and is reaped now); its failure starts the grace period.
+  bool reap(std::size_t r) {
+    RankOutcome& o = outcomes_[r];
+    int status = 0;
+    if (::waitpid(o.pid, &status, killed_ ? 0 : WNOHANG) != o.pid) return false;
+    reaped_[r] = true;
+    if (WIFEXITED(status)) {
+      o.exited = true;
+      o.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      o.term_signal = WTERMSIG(status);
+    }
+    if (!(o.exited && o.exit_code == 0) && !failure_) {
+      failure_ = true;
+      grace_end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(kPeerGraceS));
+      region_.abort(o.rank, fmt::format("{} {}", rank_label(config_, o), describe_outcome(o)));
+    }
+    return true;
+  }
+
+  void kill_unreaped() {
+    for (std::size_t r = 0; r < n_; ++r) {
+      if (reaped_[r]) continue;
+      ::kill(outcomes_[r].pid, SIGKILL);
+      outcomes_[r].killed_by_launcher = true;
+    }
+    killed_ = true;
+  }
+
+  // A fork failed: the ranks before `started` are told, killed and reaped.
+  void stop_started(std::size_t started) {
+    region_.abort(-1, "the launcher could not start every rank");
+    for (std::size_t k = 0; k < started; ++k) {
+      ::kill(outcomes_[k].pid, SIGKILL);
+      ::waitpid(outcomes_[k].pid, nullptr, 0);
+      ::close(read_fds_[k]);
+    }
+  }
+
+  const RunConfig& config_;
+  Arm arm_;
+  ShmRegion& region_;
+  std::size_t n_;
+  std::vector<RankOutcome> outcomes_;
+  std::vector<int> read_fds_;
+  std::vector<bool> reaped_;
+  bool failure_ = false;
+  bool killed_ = false;
+  Clock::time_point grace_end_{};
+};
+
+}  // namespace
+
+int run_ranked_arm_child(const RunConfig& config, Arm arm, int result_fd) {
+  ArmResult merged;
+  int code = 0;
+  try {
+    validate_run_config(config);
+    // Every rank inherits it: NCCL must never use NVLink multicast (NVLS) on these machines.
+    ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+    ShmRegion region = ShmRegion::create(config.gpus, kSlotBytes, to_string(arm));
+    RankGroup group(config, arm, region);
+    group.start();
+    group.watch();
+    merged = merge_rank_results(config, arm, group.outcomes(), region.culprit(), region.reason());
     code = merged.ok ? 0 : 1;
   } catch (const std::exception& e) {
     merged.ok = false;
     merged.error = one_line(e.what());
     code = 1;
   }
-  merged.arm = arm;
-  merged.pid = static_cast<int>(::getpid());
-  write_all(result_fd, dump_json(nlohmann::json(merged)));
+  send_result(result_fd, arm, merged);
   return code;
 }
 

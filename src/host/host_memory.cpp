@@ -21,8 +21,10 @@
 
 #include <fmt/format.h>
 
+#include "zob/clock.hpp"
 #include "zob/device.hpp"
 #include "zob/errors.hpp"
+#include "zob/system.hpp"
 
 namespace zob {
 namespace {
@@ -62,14 +64,6 @@ int unlock_range(void* p, std::size_t bytes) {
   return static_cast<int>(syscall(SYS_munlock, p, bytes));
 }
 
-std::size_t page_size() {
-  static const std::size_t page = [] {
-    const long p = sysconf(_SC_PAGESIZE);
-    return p > 0 ? static_cast<std::size_t>(p) : std::size_t{4096};
-  }();
-  return page;
-}
-
 }  // namespace
 
 const char* to_string(HostMemoryMode mode) {
@@ -106,7 +100,7 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
     throw DeviceError(DeviceErrorKind::out_of_memory,
                       fmt::format("{}: host buffer of {} bytes is too large", name_, bytes));
   }
-  mapped_bytes_ = (std::max<std::size_t>(bytes, 1) + page - 1) / page * page;
+  mapped_bytes_ = round_up_to_page(std::max<std::size_t>(bytes, 1));
   if ((mode == HostMemoryMode::registered || mode == HostMemoryMode::device_host) &&
       device == nullptr) {
     throw UsageError(fmt::format("{}: host memory mode {} needs a device", name_, to_string(mode)));
@@ -117,6 +111,17 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
     return;
   }
 
+  map_pages(first_touch);
+  if (mode == HostMemoryMode::pageable) return;
+  try {
+    lock_and_register();
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void HostBuffer::map_pages(ThreadPool* first_touch) {
   void* p = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
@@ -140,37 +145,30 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
                               }, std::int64_t{2} << 20);
   }
   add(g_mapped, g_peak_mapped, mapped_bytes_);
-  if (mode == HostMemoryMode::pageable) return;
+}
 
-  try {
-    if (lock_range(data_, mapped_bytes_) != 0) {
-      const int err = errno;
-      throw DeviceError(DeviceErrorKind::lock_refused,
-                        fmt::format("{}: mlock of {} ({} bytes) refused: {} (RLIMIT_MEMLOCK {}); "
-                                    "raise it with ulimit -l unlimited or run as a user with "
-                                    "CAP_IPC_LOCK", name_, human(mapped_bytes_), mapped_bytes_,
-                                    std::strerror(err), memlock_limit()));
-    }
-    locked_ = true;
-    add(g_locked, g_peak_locked, mapped_bytes_);
-
-    if (mode == HostMemoryMode::registered) {
-      if (!device->registration_applicable()) {
-        registration_method_ = "not-applicable";  // locked only, and reported so
-        return;
-      }
-      const auto start = std::chrono::steady_clock::now();
-      Registration r = device->register_host(data_, mapped_bytes_);
-      register_seconds_ =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      registered_ = true;
-      add(g_registered, g_peak_registered, mapped_bytes_);
-      registration_method_ = std::move(r.method);
-    }
-  } catch (...) {
-    release();
-    throw;
+void HostBuffer::lock_and_register() {
+  if (lock_range(data_, mapped_bytes_) != 0) {
+    const int err = errno;
+    throw DeviceError(DeviceErrorKind::lock_refused,
+                      fmt::format("{}: mlock of {} ({} bytes) refused: {} (RLIMIT_MEMLOCK {}); "
+                                  "raise it with ulimit -l unlimited or run as a user with "
+                                  "CAP_IPC_LOCK", name_, human(mapped_bytes_), mapped_bytes_,
+                                  std::strerror(err), memlock_limit()));
   }
+  locked_ = true;
+  add(g_locked, g_peak_locked, mapped_bytes_);
+  if (mode_ != HostMemoryMode::registered) return;
+  if (!device_->registration_applicable()) {
+    registration_method_ = "not-applicable";  // locked only, and reported so
+    return;
+  }
+  const auto start = Clock::now();
+  Registration r = device_->register_host(data_, mapped_bytes_);
+  register_seconds_ = seconds_since(start);
+  registered_ = true;
+  add(g_registered, g_peak_registered, mapped_bytes_);
+  registration_method_ = std::move(r.method);
 }
 
 HostBuffer::~HostBuffer() { release(); }

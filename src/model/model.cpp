@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fmt/format.h>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -49,6 +50,14 @@ void check_shape(const ModelShape& s) {
 std::int64_t parameter_count(const ModelShape& s) {
   const std::int64_t h = s.hidden;
   return 2 * s.vocab * h + s.layers * (8 * h * h + 5 * h);
+}
+
+std::string model_name(const ModelShape& s) {
+  return fmt::format("synthetic-h{}-l{}", s.hidden, s.layers);
+}
+
+double params_billions(std::int64_t params) {
+  return std::round(static_cast<double>(params) / 1e6) / 1e3;
 }
 
 ModelLayout ModelLayout::build(const ModelShape& shape) {

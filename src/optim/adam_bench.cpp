@@ -1,6 +1,6 @@
 // `adam` subcommand's measurement: CPU Adam throughput next to a same-run memory-bandwidth
 // probe of the same shape, so a user can see how close the optimiser gets to the memory limit
-// on their own box (REFERENCE.md §7: figures differ from one machine to the next, so only a
+// on their own box (docs/anatomy.md §6: figures differ from one machine to the next, so only a
 // ratio taken in one run is comparable).
 //
 // Bytes are counted at 28 B/param for both Adam and the probe: reads of p, g, m, v (16 B) and
@@ -20,8 +20,10 @@
 #include "optim/adam_kernels.hpp"
 #include "zob/adam.hpp"
 #include "zob/adam_bench.hpp"
+#include "zob/clock.hpp"
 #include "zob/errors.hpp"
 #include "zob/host_memory.hpp"
+#include "zob/stats.hpp"
 #include "zob/thread_pool.hpp"
 
 namespace zob {
@@ -54,22 +56,15 @@ inline float uniform(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
   return static_cast<float>(r >> 40) * (2.0f / 16777216.0f) - 1.0f;  // [-1, 1)
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 template <class Fn>
 double seconds(Fn&& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
-}  // namespace
-
-AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
+void check_options(const AdamBenchOptions& o) {
   if (o.params < 1) {
     throw UsageError(fmt::format("adam benchmark: params = {} must be >= 1", o.params));
   }
@@ -80,56 +75,68 @@ AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
   if (o.repeats < 1) {
     throw UsageError(fmt::format("adam benchmark: repeats = {} must be >= 1", o.repeats));
   }
-  const detail::AdamIsa isa = detail::selected_isa();
-  const int threads = o.threads > 0 ? o.threads : available_cpus();
-  const std::int64_t n = o.params;
-  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
-  const std::uint64_t need = 4ull * bytes;
+  const std::uint64_t need = 4ull * static_cast<std::uint64_t>(o.params) * sizeof(float);
   const std::uint64_t avail = mem_available();
   if (avail != 0 && need > avail) {
     throw DeviceError(DeviceErrorKind::out_of_memory,
                       fmt::format("adam benchmark: {} params need {:.2f} GB of host memory "
                                   "(4 fp32 arrays), only {:.2f} GB available; lower --params",
-                                  n, static_cast<double>(need) / 1e9,
+                                  o.params, static_cast<double>(need) / 1e9,
                                   static_cast<double>(avail) / 1e9));
   }
-  // The same host memory the step gives the Adam states (page-aligned, transparent huge pages
-  // where the kernel offers them), so this measures the optimiser as the step runs it.
-  auto buffer = [bytes](const char* name) {
-    return HostBuffer(bytes, HostMemoryMode::pageable, nullptr, std::string("adam benchmark ") + name);
-  };
-  const HostBuffer hp = buffer("params"), hg = buffer("grads"), hm = buffer("exp_avg"), hv = buffer("exp_avg_sq");
-  float* const p = hp.as<float>();
-  float* const g = hg.as<float>();
-  float* const m = hm.as<float>();
-  float* const v = hv.as<float>();
-  ThreadPool pool(threads);
+}
 
-  // First touch by the same split adam_step uses, so each thread's pages are local to it.
-  const std::uint64_t seed = o.seed;
-  pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) {
-      p[i] = uniform(seed, 0, i);
-      g[i] = 1e-2f * uniform(seed, 1, i);
-      m[i] = 1e-3f * uniform(seed, 2, i);
-      const float s = uniform(seed, 3, i);
-      v[i] = 1e-5f * s * s;
-    }
-  }, kAlign);
+// The four fp32 arrays of Adam in the same host memory the step gives the Adam states
+// (page-aligned, transparent huge pages where the kernel offers them), so this measures the
+// optimiser as the step runs it; first touched by the split adam_step uses, so each
+// thread's pages are local to it.
+struct AdamArrays {
+  AdamArrays(std::int64_t n, std::uint64_t seed, ThreadPool& pool)
+      : hp(buffer(n, "params")), hg(buffer(n, "grads")), hm(buffer(n, "exp_avg")),
+        hv(buffer(n, "exp_avg_sq")) {
+    pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        p()[i] = uniform(seed, 0, i);
+        g()[i] = 1e-2f * uniform(seed, 1, i);
+        m()[i] = 1e-3f * uniform(seed, 2, i);
+        const float s = uniform(seed, 3, i);
+        v()[i] = 1e-5f * s * s;
+      }
+    }, kAlign);
+  }
+  static HostBuffer buffer(std::int64_t n, const char* name) {
+    return HostBuffer(static_cast<std::size_t>(n) * sizeof(float), HostMemoryMode::pageable,
+                      nullptr, std::string("adam benchmark ") + name);
+  }
+  float* p() const { return hp.as<float>(); }
+  float* g() const { return hg.as<float>(); }
+  float* m() const { return hm.as<float>(); }
+  float* v() const { return hv.as<float>(); }
+  HostBuffer hp, hg, hm, hv;
+};
+
+}  // namespace
+
+AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
+  check_options(o);
+  const detail::AdamIsa isa = detail::selected_isa();
+  const int threads = o.threads > 0 ? o.threads : available_cpus();
+  const std::int64_t n = o.params;
+  ThreadPool pool(threads);
+  const AdamArrays a(n, o.seed, pool);
 
   const AdamHyper hyper;
   const detail::ProbeRangeFn probe_kernel = detail::probe_kernel(isa);
   int step = 0;
   auto adam = [&] {
-    detail::adam_step_isa(isa, p, g, m, v, n, ++step, hyper, pool);
+    detail::adam_step_isa(isa, a.p(), a.g(), a.m(), a.v(), n, ++step, hyper, pool);
   };
   // The probe: same arrays, same threads, same ranges, same loads and stores, one add each.
   auto probe = [&] {
     pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
-      probe_kernel(p + b, g + b, m + b, v + b, e - b);
+      probe_kernel(a.p() + b, a.g() + b, a.m() + b, a.v() + b, e - b);
     }, kAlign);
   };
-
   adam();
   probe();
   // Interleaved, so a neighbour's burst of load hits both measurements alike.

@@ -8,6 +8,8 @@
 #include "report/json_util.hpp"
 #include "report/report.hpp"
 #include "zob/environment.hpp"
+#include "zob/phase.hpp"
+#include "zob/text.hpp"
 
 namespace zob {
 
@@ -15,22 +17,11 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// Phase rows in the order a step runs them; unknown phases (a newer step) follow by name.
-const char* const kPhaseOrder[] = {"forward", "backward", "grad_offload", "grad_norm",
-                                   "grad_scale", "adam", "copy_back", "param_fetch", "host_cast"};
 
 std::size_t timed_start(const ArmResult& r) {
   return std::min(static_cast<std::size_t>(std::max(r.warmup, 0)), r.samples.size());
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
 
 std::string bytes_text(std::uint64_t b) {
   const double v = static_cast<double>(b);
@@ -259,8 +250,10 @@ std::string render_phase_section(const RunResult& run) {
     if (!a.ok) continue;
     const nlohmann::json phases = phases_json(a);
     std::vector<std::string> names;
-    for (const char* n : kPhaseOrder) {
-      if (phases.contains(n)) names.emplace_back(n);
+    // Phase rows in the order a step runs them (zob/phase.hpp); unknown phases (a newer
+    // step's) follow by name.
+    for (Phase p : kAllPhases) {
+      if (phases.contains(to_string(p))) names.emplace_back(to_string(p));
     }
     for (const auto& [n, v] : phases.items()) {
       if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
@@ -277,7 +270,7 @@ std::string render_phase_section(const RunResult& run) {
           host >= 0 ? fmt::format("{:.3f}", host * 1e3) : "-",
           bytes > 0 ? fmt::format("{:.4f}", bytes / 1e9) : "-",
           gbs > 0 ? fmt::format("{:.2f}", gbs) : "-");
-      if (n == "adam") {
+      if (n == to_string(Phase::adam)) {
         const double gp = json_number(p, "gparams_per_s");
         if (gp > 0) row += fmt::format("  {:.3f} Gparam/s", gp);
       }

@@ -7,10 +7,15 @@
 #include <string>
 #include <vector>
 
+#include <cstring>
+
 #include "zob/result.hpp"
 #include "zob/stats.hpp"
 
 namespace zob {
+
+// Equal bit patterns (a NaN equals itself; 0.0 and -0.0 differ): how arms and rounds compare.
+inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // One arm over all its rounds (all the same arm, round order): the Python-compatible fields
 // (step_avg_s, step_min_s, step times) cover every round's timed steps; samples are the first

@@ -14,6 +14,7 @@
 #include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "zob/errors.hpp"
+#include "zob/model.hpp"
 
 namespace zob {
 
@@ -28,7 +29,6 @@ const ArmResult* find_ok(const RunResult& run, Arm arm) {
 
 // Bit patterns, not ==: two NaN losses from the same computation are "equal" here, and a
 // -0.0 vs 0.0 difference is a real difference in what the arms computed.
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
   nlohmann::ordered_json j = arm_object<nlohmann::ordered_json>(r, ArmDocument::driver_result);
@@ -49,11 +49,6 @@ nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
 std::string fmt_seconds(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
 
 }  // namespace
-
-std::int64_t workload_params(const RunConfig& c) {
-  const std::int64_t v = c.model.vocab, h = c.model.hidden, n = c.model.layers;
-  return 2 * v * h + n * (8 * h * h + 5 * h);
-}
 
 namespace {
 
@@ -255,8 +250,8 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
                    {"layers", c.model.layers},
                    {"batch", c.batch},
                    {"seq", c.seq},
-                   {"tokens_per_step", c.tokens() * std::max(1, c.gpus)},
-                   {"params", workload_params(c)},
+                   {"tokens_per_step", c.tokens_per_step()},
+                   {"params", parameter_count(c.model)},
                    {"steps", c.steps},
                    {"warmup", c.warmup},
                    {"loop", to_string(c.loop)},

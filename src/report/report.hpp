@@ -39,9 +39,6 @@ std::string arm_label(const RunConfig& config, Arm arm);
 // slow avg / fast avg (speedup_arms); nullopt unless both arms completed with a positive avg.
 std::optional<double> speedup(const RunResult& run);
 
-// params = 2*V*h + n*(8*h*h + 5*h); the CLI has already checked it cannot overflow.
-std::int64_t workload_params(const RunConfig& config);
-
 // The table, and the speedup line when it is computable. Ends with a newline.
 std::string render_table(const RunResult& run);
 // The DRIVERRESULT document (also what --json writes). Ordered: the Python script's keys come

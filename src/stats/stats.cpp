@@ -28,6 +28,11 @@ double binomial_cdf_half(int n, int k) {  // P(X <= k), X ~ Binomial(n, 1/2)
 
 }  // namespace
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return quantile_sorted(v, 0.5);
+}
+
 Summary summarize(std::vector<double> v) {
   Summary s;
   s.n = v.size();

@@ -6,25 +6,34 @@
 #include <utility>
 
 #include "zob/model.hpp"
+#include "zob/step.hpp"
 
-namespace zob::step_detail {
+namespace zob {
 
-ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device& device,
-                                 const ArmSetup& setup) {
+ArmResult workload_result(const RunConfig& config, Arm arm, const DeviceInfo& device) {
   ArmResult r;
   r.arm = arm;
-  r.device = device.info().backend;
-  r.device_info = device.info();
-  r.model = fmt::format("synthetic-h{}-l{}", config.model.hidden, config.model.layers);
-  r.params = setup.params;
-  r.params_b = static_cast<double>(static_cast<std::int64_t>(
-                   static_cast<double>(r.params) / 1e6 + 0.5)) / 1e3;
+  r.device = device.backend;
+  r.device_info = device;
+  r.model = model_name(config.model);
+  r.params = parameter_count(config.model);
+  r.params_b = params_billions(r.params);
   r.batch = config.batch;
   r.seq = config.seq;
-  r.tokens_per_step = config.tokens();
+  r.tokens_per_step = config.tokens_per_step();
   r.steps = config.steps;
   r.warmup = config.warmup;
   r.loop = to_string(config.loop);
+  r.schedule = to_string(config.schedule);
+  r.registration = "none";
+  return r;
+}
+
+namespace step_detail {
+
+ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device& device,
+                                 const ArmSetup& setup) {
+  ArmResult r = workload_result(config, arm, device.info());
   r.adam_threads = setup.adam_threads;
   // The arm's own buffers are all allocated by now, so the growth of the current counters is
   // this arm's peak even when an earlier arm in the same process raised the global peaks.
@@ -36,8 +45,6 @@ ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device&
     r.registration = method.empty() ? "not-applicable" : method;
     r.registration_verified = device.registration_applicable() &&
                               device.is_registered(setup.master->data());
-  } else {
-    r.registration = "none";
   }
   r.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup.started)
                   .count();
@@ -72,4 +79,5 @@ void finish_arm_result(ArmResult& r, const Device& device, const float* master,
   r.ok = true;
 }
 
-}  // namespace zob::step_detail
+}  // namespace step_detail
+}  // namespace zob

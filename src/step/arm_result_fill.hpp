@@ -18,13 +18,12 @@ namespace zob::step_detail {
 struct ArmSetup {
   std::chrono::steady_clock::time_point started;  // before the runner was built
   HostMemoryCounters before, after;               // around the runner's construction + setup
-  std::int64_t params = 0;
   int adam_threads = 0;
   double register_s = 0;
   const HostBuffer* master = nullptr;  // its registration stands for the arm's
 };
 
-// An ArmResult with the workload, the host-memory growth of setup, the registration and
+// workload_result (zob/step.hpp) with the host-memory growth of setup, the registration and
 // setup_s (up to this call) filled in.
 ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device& device,
                                  const ArmSetup& setup);

@@ -53,10 +53,9 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
 
   ArmResult r = arm_result_after_setup(
       config, arm, device,
-      {.started = t_setup, .before = before, .after = after, .params = runner.total(),
+      {.started = t_setup, .before = before, .after = after,
        .adam_threads = runner.threads(), .register_s = runner.register_seconds(),
        .master = &runner.master_buffer()});
-  r.schedule = to_string(config.schedule);
   r.placement = runner.placement();
   r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
 

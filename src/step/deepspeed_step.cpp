@@ -20,6 +20,7 @@
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
 #include "step/step_internal.hpp"
+#include "zob/clock.hpp"
 #include "zob/adam.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/model.hpp"
@@ -28,10 +29,6 @@
 namespace zob::step_detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // A device copy bracketed by two events, for its device time and its trace span.
 struct TimedCopies {
@@ -82,7 +79,6 @@ class DeepSpeedRunner {
   bool offload() const { return plan_.offload_param; }
   std::int64_t modules() const { return static_cast<std::int64_t>(layout_.modules.size()); }
   const DsTensor& tensor(int id) const { return plan_.tensors[static_cast<std::size_t>(id)]; }
-  DeviceEvent& event(Events& e, std::int64_t i) { return *e[static_cast<std::size_t>(i)]; }
 
   void create_events();
   void copy(TimedCopies& c, Queue q, const char* track, const std::string& name, bool to_device,
@@ -214,8 +210,8 @@ void DeepSpeedRunner::create_events() {
 
 void DeepSpeedRunner::copy(TimedCopies& c, Queue q, const char* track, const std::string& name,
                            bool to_device, void* dst, const void* src, std::size_t bytes) {
-  DeviceEvent& start = *c.start[c.used];
-  DeviceEvent& end = *c.end[c.used];
+  DeviceEvent& start = c.start[c.used];
+  DeviceEvent& end = c.end[c.used];
   dev_.record(start, q);
   if (to_device) {
     dev_.copy_to_device(q, dst, src, bytes);
@@ -235,7 +231,7 @@ void DeepSpeedRunner::fetch(const std::vector<int>& ids) {
     const DsTensor& t = tensor(id);
     copy(fetches_, Queue::h2d, "h2d", "fetch:" + t.name, true, params_.as<bf16>() + t.offset,
          pbf16_.as<bf16>() + t.offset, static_cast<std::size_t>(t.count) * 2);
-    last_fetch_ = fetches_.end[fetches_.used - 1].get();
+    last_fetch_ = &fetches_.end[fetches_.used - 1];
   }
 }
 
@@ -251,7 +247,7 @@ std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
     if (visit.waits > 0 && last_fetch_ != nullptr) {
       const auto tw = Clock::now();
       dev_.event_synchronize(*last_fetch_);
-      host_.fetch_wait += seconds(tw, Clock::now());
+      host_.fetch_wait += seconds_between(tw, Clock::now());
     }
     if (last_fetch_ != nullptr) dev_.queue_wait(Queue::compute, *last_fetch_);
     fetch(visit.prefetch);
@@ -265,11 +261,11 @@ void DeepSpeedRunner::forward() {
   while (v < plan_.visits.size() && plan_.visits[v].forward) {
     const std::int64_t j = plan_.visits[v].module;
     v = run_visits(v, true);
-    dev_.record(event(task_start_, j), Queue::compute);
+    dev_.record(task_start_[j], Queue::compute);
     math_.forward(j, params_.as<bf16>() + layout_.modules[static_cast<std::size_t>(j)].offset);
-    dev_.record(event(task_end_, j), Queue::compute);
+    dev_.record(task_end_[j], Queue::compute);
   }
-  host_.forward = seconds(tf, Clock::now());
+  host_.forward = seconds_between(tf, Clock::now());
 }
 
 void DeepSpeedRunner::backward() {
@@ -281,31 +277,31 @@ void DeepSpeedRunner::backward() {
     const std::int64_t j = plan_.visits[v].module;
     v = run_visits(v, false);
     const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
-    dev_.record(event(task_start_, M + j), Queue::compute);
+    dev_.record(task_start_[M + j], Queue::compute);
     math_.backward(j, params_.as<bf16>() + m.offset, grad_store_.as<bf16>() + m.offset,
                    [&] { gradient_hooks(j); });
-    dev_.record(event(task_end_, M + j), Queue::compute);
+    dev_.record(task_end_[M + j], Queue::compute);
   }
   // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for
   // the reduce stream.
   while (next_flush_ < plan_.flushes.size()) flush(plan_.flushes[next_flush_++]);
-  host_.backward = seconds(tb, Clock::now());
+  host_.backward = seconds_between(tb, Clock::now());
   const auto tw = Clock::now();
   if (!reduce_events_.empty()) dev_.event_synchronize(*reduce_events_.back());
-  host_.grad_wait = seconds(tw, Clock::now());
+  host_.grad_wait = seconds_between(tw, Clock::now());
 }
 
 // The module's gradients are complete: each joins the bucket (the reduce stream waits for
 // compute), and a gradient that would overflow it flushes it first.
 void DeepSpeedRunner::gradient_hooks(std::int64_t module) {
-  dev_.record(event(grad_ready_, module), Queue::compute);
-  dev_.queue_wait(Queue::d2h, event(grad_ready_, module));
+  dev_.record(grad_ready_[module], Queue::compute);
+  dev_.queue_wait(Queue::d2h, grad_ready_[module]);
   for (bool flush_first : flush_of_module_[static_cast<std::size_t>(module)]) {
     if (flush_first) flush(plan_.flushes[next_flush_++]);
   }
   // Compute resumes here: a flush from unregistered memory blocked the host, and that gap is
   // not compute (the bound's compute_s leaves it out).
-  dev_.record(event(hook_done_, module), Queue::compute);
+  dev_.record(hook_done_[module], Queue::compute);
 }
 
 // __reduce_and_partition_ipg_grads + partition_grads for one bucket, on the reduce stream.
@@ -316,7 +312,7 @@ void DeepSpeedRunner::flush(const DsFlush& f) {
     reduce_events_.pop_front();
   }
   const std::size_t k = next_flush_ - 1;
-  dev_.record(*flush_start_[k], Queue::d2h);
+  dev_.record(flush_start_[k], Queue::d2h);
   for (int id : f.tensors) {
     const DsTensor& t = tensor(id);
     const auto n = static_cast<std::size_t>(t.count);
@@ -331,9 +327,9 @@ void DeepSpeedRunner::flush(const DsFlush& f) {
     copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
          grads_.as<float>() + t.offset, temp_f32_.as<float>(), 4 * n);
   }
-  dev_.record(*flush_end_[k], Queue::d2h);
-  reduce_events_.push_back(flush_end_[k].get());
-  host_.flush += seconds(t0, Clock::now());
+  dev_.record(flush_end_[k], Queue::d2h);
+  reduce_events_.push_back(&flush_end_[k]);
+  host_.flush += seconds_between(t0, Clock::now());
 }
 
 // The global norm as the profile shows it (complete_grad_norm_calculation_for_cpu_offload and
@@ -356,7 +352,7 @@ void DeepSpeedRunner::read_norm() {
   sync();
   dev_.copy_to_host(Queue::compute, &loss_host_, math_.loss(), sizeof loss_host_);
   sync();
-  host_.norm = seconds(t0, Clock::now());
+  host_.norm = seconds_between(t0, Clock::now());
 }
 
 void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
@@ -379,13 +375,13 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
                       {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
     }
     const auto te = Clock::now();
-    host_.scale += seconds(ts, ta);
-    host_.adam += seconds(ta, tc);
-    (offload() ? host_.cast : host_.copy_back) += seconds(tc, te);
+    host_.scale += seconds_between(ts, ta);
+    host_.adam += seconds_between(ta, tc);
+    (offload() ? host_.cast : host_.copy_back) += seconds_between(tc, te);
     const std::string tag = "[" + std::to_string(gi) + "]";
-    s.spans.push_back({"cpu_adam", "grad_scale" + tag, seconds(t0, ts), seconds(ts, ta)});
-    s.spans.push_back({"cpu_adam", "adam" + tag, seconds(t0, ta), seconds(ta, tc)});
-    if (offload()) s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds(t0, tc), seconds(tc, te)});
+    s.spans.push_back({"cpu_adam", "grad_scale" + tag, seconds_between(t0, ts), seconds_between(ts, ta)});
+    s.spans.push_back({"cpu_adam", "adam" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
+    if (offload()) s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
   }
 }
 
@@ -399,8 +395,8 @@ void DeepSpeedRunner::gather_persistent() {
     copy(fetches_, Queue::compute, "h2d", "gather:" + t.name, true, params_.as<bf16>() + t.offset,
          pbf16_.as<bf16>() + t.offset, static_cast<std::size_t>(t.count) * 2);
   }
-  dev_.event_synchronize(*fetches_.end[fetches_.used - 1]);
-  host_.gather += seconds(t0, Clock::now());
+  dev_.event_synchronize(fetches_.end[fetches_.used - 1]);
+  host_.gather += seconds_between(t0, Clock::now());
 }
 
 StepSample DeepSpeedRunner::run_step(int t) {
@@ -422,7 +418,7 @@ StepSample DeepSpeedRunner::run_step(int t) {
   optimizer(t, s, t0);
   gather_persistent();
   dev_.synchronize();
-  s.wall_s = seconds(t0, Clock::now());
+  s.wall_s = seconds_between(t0, Clock::now());
   s.loss = loss_host_;
   report(s);
   return s;
@@ -434,62 +430,56 @@ void DeepSpeedRunner::report(StepSample& s) {
   const auto P = static_cast<std::uint64_t>(layout_.total);
   const auto rel = [&](DeviceEvent& e) { return dev_.elapsed_seconds(*origin_, e); };
   const auto dur = [&](DeviceEvent& a, DeviceEvent& b) { return dev_.elapsed_seconds(a, b); };
-  const auto phase = [&](const char* name, double host_s, double device_s, std::uint64_t bytes,
-                         std::int64_t params) {
-    PhaseSample& p = s.phases[name];
-    p.host_s = host_s;
-    p.device_s = device_s;
-    p.bytes = bytes;
-    p.params = params;
-  };
-  phase("forward", host_.forward, dur(event(task_start_, 0), event(task_end_, M - 1)), 0,
+  const auto phase = [&](Phase p, double host_s, double device_s, std::uint64_t bytes,
+                         std::int64_t params) { s.set_phase(p, host_s, device_s, bytes, params); };
+  phase(Phase::forward, host_.forward, dur(task_start_[0], task_end_[M - 1]), 0,
         layout_.total);
-  phase("backward", host_.backward, dur(event(task_start_, 2 * M - 1), event(task_end_, M)), 0,
+  phase(Phase::backward, host_.backward, dur(task_start_[2 * M - 1], task_end_[M]), 0,
         layout_.total);
   link_ = {};
   for (std::int64_t j = 0; j < M; ++j) {
     const std::string& name = layout_.modules[static_cast<std::size_t>(j)].name;
-    link_.compute_s += dur(event(task_start_, j), event(task_end_, j)) +
-                       dur(event(task_start_, M + j), event(task_end_, M + j)) -
-                       dur(event(grad_ready_, j), event(hook_done_, j));
-    s.spans.push_back({"compute", name + ".fwd", rel(event(task_start_, j)),
-                       dur(event(task_start_, j), event(task_end_, j))});
-    s.spans.push_back({"compute", name + ".bwd", rel(event(task_start_, M + j)),
-                       dur(event(task_start_, M + j), event(task_end_, M + j))});
+    link_.compute_s += dur(task_start_[j], task_end_[j]) +
+                       dur(task_start_[M + j], task_end_[M + j]) -
+                       dur(grad_ready_[j], hook_done_[j]);
+    s.spans.push_back({"compute", name + ".fwd", rel(task_start_[j]),
+                       dur(task_start_[j], task_end_[j])});
+    s.spans.push_back({"compute", name + ".bwd", rel(task_start_[M + j]),
+                       dur(task_start_[M + j], task_end_[M + j])});
   }
   const auto copies = [&](TimedCopies& c) {
     double total = 0;
     for (std::size_t i = 0; i < c.used; ++i) {
-      const double d = dur(*c.start[i], *c.end[i]);
+      const double d = dur(c.start[i], c.end[i]);
       total += d;
       (std::string(c.tracks[i]) == "h2d" ? link_.h2d_s : link_.d2h_s) += d;
-      s.spans.push_back({c.tracks[i], c.names[i], rel(*c.start[i]), d});
+      s.spans.push_back({c.tracks[i], c.names[i], rel(c.start[i]), d});
     }
     return total;
   };
   double flush_device = 0;
-  for (std::size_t k = 0; k < plan_.flushes.size(); ++k) flush_device += dur(*flush_start_[k], *flush_end_[k]);
+  for (std::size_t k = 0; k < plan_.flushes.size(); ++k) flush_device += dur(flush_start_[k], flush_end_[k]);
   copies(flush_copies_);
   // 6 B/param leave the device (bf16 + fp32) and 2 B/param come back (the bf16 round trip).
-  phase("grad_offload", host_.flush + host_.grad_wait, flush_device, 8 * P, layout_.total);
-  phase("grad_norm", host_.norm, -1, 8 + 4 * (kNormReads - 1) + 4 * kNormWrites, 0);
-  phase("grad_scale", host_.scale, -1, 8 * P, layout_.total);
-  phase("adam", host_.adam, -1, 28 * P, layout_.total);
+  phase(Phase::grad_offload, host_.flush + host_.grad_wait, flush_device, 8 * P, layout_.total);
+  phase(Phase::grad_norm, host_.norm, -1, 8 + 4 * (kNormReads - 1) + 4 * kNormWrites, 0);
+  phase(Phase::grad_scale, host_.scale, -1, 8 * P, layout_.total);
+  phase(Phase::adam, host_.adam, -1, 28 * P, layout_.total);
   if (offload()) {
     const double fetch_device = copies(fetches_);
     const std::int64_t fetched = plan_.fetched_elements();
-    phase("param_fetch", host_.fetch_wait + host_.gather, fetch_device,
+    phase(Phase::param_fetch, host_.fetch_wait + host_.gather, fetch_device,
           2 * static_cast<std::uint64_t>(fetched), fetched);
-    phase("host_cast", host_.cast, -1, 6 * P, layout_.total);
+    phase(Phase::host_cast, host_.cast, -1, 6 * P, layout_.total);
   } else {
     double cb_device = 0;
     for (std::int64_t p = 0; p < pieces_; ++p) {
-      cb_device += dur(event(cb_copy_start_, p), event(cb_cast_end_, p));
-      link_.h2d_s += dur(event(cb_copy_start_, p), event(cb_copy_end_, p));
-      s.spans.push_back({"h2d", "copy_back[" + std::to_string(p) + "]", rel(event(cb_copy_start_, p)),
-                         dur(event(cb_copy_start_, p), event(cb_copy_end_, p))});
+      cb_device += dur(cb_copy_start_[p], cb_cast_end_[p]);
+      link_.h2d_s += dur(cb_copy_start_[p], cb_copy_end_[p]);
+      s.spans.push_back({"h2d", "copy_back[" + std::to_string(p) + "]", rel(cb_copy_start_[p]),
+                         dur(cb_copy_start_[p], cb_copy_end_[p])});
     }
-    phase("copy_back", host_.copy_back, cb_device, 4 * P, layout_.total);
+    phase(Phase::copy_back, host_.copy_back, cb_device, 4 * P, layout_.total);
   }
 }
 

@@ -37,12 +37,22 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
-using Events = std::vector<std::unique_ptr<DeviceEvent>>;
-inline Events make_events(Device& dev, std::size_t n) {
-  Events e;
-  e.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) e.push_back(dev.create_event());
-  return e;
-}
+// Device events of one kind (a module's D2H end, a piece's cast start, ...), created once and
+// re-recorded every step. Indexed by the signed counts the steps compute with (module j,
+// piece p, fetch f): events[j] is the event itself.
+class Events {
+ public:
+  Events() = default;
+  Events(Device& dev, std::int64_t n) {
+    events_.reserve(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) events_.push_back(dev.create_event());
+  }
+  DeviceEvent& operator[](std::int64_t i) const { return *events_[static_cast<std::size_t>(i)]; }
+  std::int64_t size() const { return static_cast<std::int64_t>(events_.size()); }
+
+ private:
+  std::vector<std::unique_ptr<DeviceEvent>> events_;
+};
+inline Events make_events(Device& dev, std::int64_t n) { return Events(dev, n); }
 
 }  // namespace zob::step_detail

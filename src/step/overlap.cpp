@@ -5,16 +5,13 @@
 #include <algorithm>
 #include <string>
 
+#include "zob/clock.hpp"
 #include "zob/errors.hpp"
 #include "zob/thread_pool.hpp"
 
 namespace zob::step_detail {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 }  // namespace
 
 std::vector<Piece> make_pieces(const ModelLayout& layout, std::int64_t sub_group_size,
@@ -68,40 +65,40 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
     const auto tw = Clock::now();
     while (landed > p.first_module) {
       --landed;
-      dev_.event_synchronize(*(*ev_.d2h_end)[static_cast<std::size_t>(landed)]);
+      dev_.event_synchronize((*ev_.d2h_end)[landed]);
     }
     const auto ta = Clock::now();
-    out.grad_wait_s += seconds(tw, ta);
+    out.grad_wait_s += seconds_between(tw, ta);
 
     adam_step(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
               buf_.exp_avg_sq + p.begin, len, t, hyper_, pool_);
     const auto tc = Clock::now();
-    out.adam_s += seconds(ta, tc);
-    s.spans.push_back({"cpu_adam", "adam" + tag, seconds(t0, ta), seconds(ta, tc)});
+    out.adam_s += seconds_between(ta, tc);
+    s.spans.push_back({"cpu_adam", "adam" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
 
     if (!copy_back) {
       cast_f32_to_bf16_host(buf_.master + p.begin, buf_.host_bf16 + p.begin, len, pool_);
       const auto te = Clock::now();
-      out.host_cast_s += seconds(tc, te);
-      s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds(t0, tc), seconds(tc, te)});
+      out.host_cast_s += seconds_between(tc, te);
+      s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
       ++k;
       continue;
     }
     // Copy-back of this piece through temporary k % 2, which the cast two pieces back read.
-    const auto pi = static_cast<std::size_t>(p.index);
+    const std::int64_t pi = p.index;
     float* temp = buf_.temp[k % 2];
     if (k >= 2) {
-      const auto two_back = static_cast<std::size_t>(pieces_[k - 2].index);
-      dev_.queue_wait(Queue::h2d, *(*ev_.cast_end)[two_back]);
+      const std::int64_t two_back = pieces_[k - 2].index;
+      dev_.queue_wait(Queue::h2d, (*ev_.cast_end)[two_back]);
     }
-    dev_.record(*(*ev_.copy_start)[pi], Queue::h2d);
+    dev_.record((*ev_.copy_start)[pi], Queue::h2d);
     dev_.copy_to_device(Queue::h2d, temp, buf_.master + p.begin, static_cast<std::size_t>(len) * 4);
-    dev_.record(*(*ev_.copy_end)[pi], Queue::h2d);
-    dev_.queue_wait(Queue::compute, *(*ev_.copy_end)[pi]);
-    dev_.record(*(*ev_.cast_start)[pi], Queue::compute);
+    dev_.record((*ev_.copy_end)[pi], Queue::h2d);
+    dev_.queue_wait(Queue::compute, (*ev_.copy_end)[pi]);
+    dev_.record((*ev_.cast_start)[pi], Queue::compute);
     dev_.cast_f32_to_bf16(temp, buf_.device_params + p.begin, len, Queue::compute);
-    dev_.record(*(*ev_.cast_end)[pi], Queue::compute);
-    out.copy_back_s += seconds(tc, Clock::now());
+    dev_.record((*ev_.cast_end)[pi], Queue::compute);
+    out.copy_back_s += seconds_between(tc, Clock::now());
     ++k;
   }
   return out;

@@ -1,6 +1,6 @@
 // Internal to src/step: the optimizer phase of --schedule overlap.
 //
-// Stock (REFERENCE.md §3) waits for every gradient, then per sub-group runs Adam and copies
+// Stock (docs/anatomy.md §3) waits for every gradient, then per sub-group runs Adam and copies
 // the sub-group back. Overlap runs the same element-wise math in another order:
 //  (a) pieces (each sub-group split into chunk_elems, the stock copy-back pieces) are taken
 //      in the order their gradients land on the host - head first, layers in reverse, the

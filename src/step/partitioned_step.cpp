@@ -1,4 +1,4 @@
-// ZeRO-3 over several ranks (REFERENCE.md §3 with real partitioning): the copy_back loop of
+// ZeRO-3 over several ranks (docs/anatomy.md §3.4): the copy_back loop of
 // step.cpp with each module's parameters all-gathered before use and its gradients
 // reduce-scattered after its backward. The model math (kernels, their order, the casts) is
 // run_arm's (module_math.hpp), so one rank reproduces run_arm bit for bit; the collectives
@@ -23,6 +23,7 @@
 #include "step/module_math.hpp"
 #include "step/rank_placement.hpp"
 #include "step/step_internal.hpp"
+#include "zob/clock.hpp"
 #include "zob/adam.hpp"
 #include "zob/errors.hpp"
 #include "zob/host_memory.hpp"
@@ -44,11 +45,6 @@ ShardLayout ShardLayout::build(const ModelLayout& layout, int ranks) {
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 using Buffer = step_detail::DeviceBuffer;
 
@@ -83,6 +79,19 @@ class RankRunner {
   std::int64_t padded(std::int64_t j) const {
     return shards_.shard[static_cast<std::size_t>(j)] * comm_.size();
   }
+  // Host seconds of the step's phases.
+  struct RankTimes {
+    double gather = 0, reduce_scatter = 0, grad_offload = 0, forward = 0, backward = 0;
+    double adam = 0, copy_back = 0;
+    std::uint64_t gathered_elems = 0;
+  };
+  void allocate_host();
+  void allocate_device();
+  float forward(RankTimes& times);
+  void backward(RankTimes& times);
+  float group_loss(float local_loss);
+  void optimizer(int t, Clock::time_point t0, StepSample& s, RankTimes& times);
+  void report(StepSample& s, const RankTimes& times) const;
   const bf16* gather(std::int64_t j, double& gather_s);
   void backward_module(std::int64_t j, const bf16* w, bf16* g);
   void copy_back(std::int64_t begin, std::int64_t end);
@@ -105,11 +114,7 @@ class RankRunner {
 
 void RankRunner::setup() {
   const RunConfig& c = cfg_;
-  if (c.batch <= 0 || c.seq <= 0 || c.chunk_elems <= 0 || c.sub_group_size <= 0 ||
-      c.steps < 0 || c.warmup < 0) {
-    throw UsageError("run_partitioned_arm: batch, seq, chunk_elems and sub_group_size must be "
-                     "> 0 and steps, warmup >= 0");
-  }
+  step_detail::check_step_config(c, "run_partitioned_arm");
   if (c.loop != Loop::copy_back) {
     throw UsageError("--gpus > 1 runs the default copy-back loop only; --offload-param with "
                      "several ranks is not implemented yet (use --gpus 1)");
@@ -119,18 +124,21 @@ void RankRunner::setup() {
                                  "the device one rank {} of {}", comm_.rank(), comm_.size(),
                                  data_.rank(), data_.size()));
   }
-  for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
-    biggest_padded_ = std::max(biggest_padded_, padded(static_cast<std::int64_t>(m)));
-  }
+  for (std::int64_t m = 0; m < modules(); ++m) biggest_padded_ = std::max(biggest_padded_, padded(m));
   // The ranks of this host split its CPUs (a collective: every rank gets here). Built before
   // the host buffers, whose pages the pool's threads then first-touch on the slice's node.
   const RankAdamPlacement adam = place_rank_adam_threads(c, arm_, dev_.info(), comm_);
   placement_ = adam.placement;
   pool_ = std::make_unique<ThreadPool>(adam.threads, placement_.cpus);
+  allocate_host();
+  allocate_device();
+  copy_back(0, shards_.total);  // the initial bf16 shard: the same path a step takes after Adam
+  dev_.synchronize();
+}
 
-  // ---- host state: this rank's shards only ----
-  const std::int64_t S = shards_.total;
-  const auto S4 = static_cast<std::size_t>(S) * 4;
+// The host state: this rank's shards only, the master's with its initial values.
+void RankRunner::allocate_host() {
+  const auto S4 = static_cast<std::size_t>(shards_.total) * 4;
   const HostMemoryMode pinned = pinned_mode_for(arm_);
   // First-touched (zeroed) by the pool, as in step.cpp; runtime-allocated memory (hostalloc)
   // is not, and is zeroed below: the master's padding must be zero.
@@ -146,31 +154,30 @@ void RankRunner::setup() {
       std::memset(p + lo, 0, static_cast<std::size_t>(hi - lo));
     }, 4096);
   }
-  {
-    // initial_parameters produces the whole array; keep this rank's part of each module.
-    std::vector<float> full(static_cast<std::size_t>(layout_.total));
-    initial_parameters(layout_, c.seed, full.data());
-    const std::int64_t r = comm_.rank();
-    for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
-      const ModuleSlice& mod = layout_.modules[m];
-      const std::int64_t lo = std::min(mod.count, r * shards_.shard[m]);
-      const std::int64_t hi = std::min(mod.count, (r + 1) * shards_.shard[m]);
-      std::copy(full.begin() + mod.offset + lo, full.begin() + mod.offset + hi,
-                master_.as<float>() + shards_.offset[m]);
-    }
+  // initial_parameters produces the whole array; keep this rank's part of each module.
+  std::vector<float> full(static_cast<std::size_t>(layout_.total));
+  initial_parameters(layout_, cfg_.seed, full.data());
+  const std::int64_t r = comm_.rank();
+  for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
+    const ModuleSlice& mod = layout_.modules[m];
+    const std::int64_t lo = std::min(mod.count, r * shards_.shard[m]);
+    const std::int64_t hi = std::min(mod.count, (r + 1) * shards_.shard[m]);
+    std::copy(full.begin() + mod.offset + lo, full.begin() + mod.offset + hi,
+              master_.as<float>() + shards_.offset[m]);
   }
+}
 
-  // ---- device state ----
-  param_shard_ = Buffer(dev_, static_cast<std::uint64_t>(S) * 2);
-  copy_temp_ = Buffer(dev_, 4 * static_cast<std::uint64_t>(std::min(c.chunk_elems, S)));
-  for (auto& g : gathered_) g = Buffer(dev_, 2 * static_cast<std::uint64_t>(biggest_padded_));
-  grad_full_ = Buffer(dev_, 2 * static_cast<std::uint64_t>(biggest_padded_));
-  grad_shard_ = Buffer(dev_, 4 * static_cast<std::uint64_t>(biggest_padded_ / comm_.size()));
+void RankRunner::allocate_device() {
+  const auto S = static_cast<std::uint64_t>(shards_.total);
+  const auto biggest = static_cast<std::uint64_t>(biggest_padded_);
+  param_shard_ = Buffer(dev_, S * 2);
+  copy_temp_ = Buffer(dev_, 4 * std::min(static_cast<std::uint64_t>(cfg_.chunk_elems), S));
+  for (auto& g : gathered_) g = Buffer(dev_, 2 * biggest);
+  grad_full_ = Buffer(dev_, 2 * biggest);
+  grad_shard_ = Buffer(dev_, 4 * (biggest / static_cast<std::uint64_t>(comm_.size())));
   // Data parallel: rank r's micro-batch.
-  math_ = step_detail::ModuleMath(dev_, c, layout_,
-                                  c.seed + static_cast<std::uint64_t>(comm_.rank()));
-  copy_back(0, S);  // the initial bf16 shard: the same path a step takes after Adam
-  dev_.synchronize();
+  math_ = step_detail::ModuleMath(dev_, cfg_, layout_,
+                                  cfg_.seed + static_cast<std::uint64_t>(comm_.rank()));
 }
 
 // Module j's full bf16 parameters (padded) in the next gather slot.
@@ -182,7 +189,7 @@ const bf16* RankRunner::gather(std::int64_t j, double& gather_s) {
   dev_.synchronize();  // the shard is final and nobody still reads the slot
   data_.all_gather(param_shard_.as<bf16>() + shards_.offset[ju], slot,
                    static_cast<std::size_t>(shards_.shard[ju]) * 2);
-  gather_s += since(t0);
+  gather_s += seconds_since(t0);
   return slot;
 }
 
@@ -211,87 +218,101 @@ void RankRunner::copy_back(std::int64_t begin, std::int64_t end) {
 
 StepSample RankRunner::run_step(int t) {
   StepSample s;
-  const std::int64_t M = modules();
-  const std::int64_t S = shards_.total;
-  const auto Su = static_cast<std::uint64_t>(S);
-  const auto N = static_cast<std::uint64_t>(comm_.size());
   comm_.barrier();  // every rank starts the step together: the slowest one sets its time
   const auto t0 = Clock::now();
-  double gather_s = 0, rs_s = 0, offload_s = 0, fwd_s = 0, bwd_s = 0;
-  std::uint64_t gathered_elems = 0;
+  RankTimes times;
+  const float local_loss = forward(times);
+  backward(times);
+  const float loss = group_loss(local_loss);
+  optimizer(t, t0, s, times);
+  dev_.synchronize();
+  s.wall_s = seconds_since(t0);
+  s.loss = loss;
+  report(s, times);
+  return s;
+}
 
-  for (std::int64_t j = 0; j < M; ++j) {
-    const bf16* w = gather(j, gather_s);
-    gathered_elems += static_cast<std::uint64_t>(padded(j));
+// Forward over the gathered modules; returns this rank's loss.
+float RankRunner::forward(RankTimes& times) {
+  for (std::int64_t j = 0; j < modules(); ++j) {
+    const bf16* w = gather(j, times.gather);
+    times.gathered_elems += static_cast<std::uint64_t>(padded(j));
     const auto tf = Clock::now();
     math_.forward(j, w);
     dev_.synchronize();
-    fwd_s += since(tf);
+    times.forward += seconds_since(tf);
   }
   float local_loss = 0;
   dev_.copy_to_host(Queue::compute, &local_loss, math_.loss(), sizeof(float));
   dev_.synchronize();
+  return local_loss;
+}
 
-  for (std::int64_t j = M - 1; j >= 0; --j) {
+// Backward, head first: each module's gradients are reduce-scattered and this rank's slice
+// offloaded to its fp32 gradient shard.
+void RankRunner::backward(RankTimes& times) {
+  for (std::int64_t j = modules() - 1; j >= 0; --j) {
     const auto ju = static_cast<std::size_t>(j);
-    const bf16* w = gather(j, gather_s);
-    gathered_elems += static_cast<std::uint64_t>(padded(j));
+    const bf16* w = gather(j, times.gather);
+    times.gathered_elems += static_cast<std::uint64_t>(padded(j));
     const auto tb = Clock::now();
     backward_module(j, w, grad_full_.as<bf16>());
     dev_.synchronize();
-    bwd_s += since(tb);
+    times.backward += seconds_since(tb);
     const auto tr = Clock::now();
     data_.reduce_scatter(grad_full_.as<bf16>(), ElemType::bf16, grad_shard_.as<float>(),
                          static_cast<std::size_t>(shards_.shard[ju]));
-    rs_s += since(tr);
+    times.reduce_scatter += seconds_since(tr);
     const auto to = Clock::now();
     dev_.copy_to_host(Queue::d2h, grads_.as<float>() + shards_.offset[ju], grad_shard_.as<void>(),
                       static_cast<std::size_t>(shards_.shard[ju]) * 4);
     dev_.synchronize();
-    offload_s += since(to);
+    times.grad_offload += seconds_since(to);
   }
+}
 
-  // The loss of the step: the sum over ranks, in rank order.
+// The loss of the step: the sum over ranks, in rank order.
+float RankRunner::group_loss(float local_loss) {
   std::vector<float> losses(static_cast<std::size_t>(comm_.size()));
   comm_.all_gather(&local_loss, losses.data(), sizeof(float));
   float loss = losses[0];
   for (std::size_t r = 1; r < losses.size(); ++r) loss += losses[r];
+  return loss;
+}
 
-  AdamHyper hyper;
-  double adam_s = 0, cb_s = 0;
+// Per sub-group of the shard: CPU Adam, then its copy-back.
+void RankRunner::optimizer(int t, Clock::time_point t0, StepSample& s, RankTimes& times) {
+  const AdamHyper hyper;
+  const std::int64_t S = shards_.total;
   for (std::int64_t b = 0; b < S; b += cfg_.sub_group_size) {
     const std::int64_t e = std::min(S, b + cfg_.sub_group_size);
     const auto ta = Clock::now();
     adam_step(master_.as<float>() + b, grads_.as<float>() + b, exp_avg_.as<float>() + b,
               exp_avg_sq_.as<float>() + b, e - b, t, hyper, *pool_);
-    adam_s += since(ta);
+    times.adam += seconds_since(ta);
     s.spans.push_back({"cpu_adam", fmt::format("adam[{}]", b / cfg_.sub_group_size),
-                       std::chrono::duration<double>(ta - t0).count(), since(ta)});
+                       seconds_between(t0, ta), seconds_since(ta)});
     const auto tc = Clock::now();
     copy_back(b, e);
-    cb_s += since(tc);
+    times.copy_back += seconds_since(tc);
   }
-  dev_.synchronize();
-  s.wall_s = since(t0);
-  s.loss = loss;
+}
 
-  // Host times: every phase here ends in a host wait, so host time is the phase's time.
-  auto put = [&](const char* name, double host_s, std::uint64_t bytes, std::int64_t params) {
-    PhaseSample& p = s.phases[name];
-    p.device_s = -1;
-    p.host_s = host_s;
-    p.bytes = bytes;
-    p.params = params;
-  };
-  const auto P = layout_.total;
-  put("forward", fwd_s, 0, P);
-  put("backward", bwd_s, 0, P);
-  put("all_gather", gather_s, 2 * gathered_elems * (N - 1) / N, static_cast<std::int64_t>(gathered_elems));
-  put("reduce_scatter", rs_s, 2 * Su * (N - 1), S);
-  put("grad_offload", offload_s, 4 * Su, S);
-  put("adam", adam_s, 28 * Su, S);
-  put("copy_back", cb_s, 4 * Su, S);
-  return s;
+// Host times: every phase here ends in a host wait, so host time is the phase's time.
+void RankRunner::report(StepSample& s, const RankTimes& times) const {
+  const std::int64_t S = shards_.total;
+  const auto Su = static_cast<std::uint64_t>(S);
+  const auto N = static_cast<std::uint64_t>(comm_.size());
+  const std::int64_t P = layout_.total;
+  const std::uint64_t gathered = times.gathered_elems;
+  s.set_phase(Phase::forward, times.forward, -1, 0, P);
+  s.set_phase(Phase::backward, times.backward, -1, 0, P);
+  s.set_phase(Phase::all_gather, times.gather, -1, 2 * gathered * (N - 1) / N,
+              static_cast<std::int64_t>(gathered));
+  s.set_phase(Phase::reduce_scatter, times.reduce_scatter, -1, 2 * Su * (N - 1), S);
+  s.set_phase(Phase::grad_offload, times.grad_offload, -1, 4 * Su, S);
+  s.set_phase(Phase::adam, times.adam, -1, 28 * Su, S);
+  s.set_phase(Phase::copy_back, times.copy_back, -1, 4 * Su, S);
 }
 
 // Host first: the peers learn of the failure there; then the device communicator, whose
@@ -334,7 +355,7 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
   ArmResult r = step_detail::arm_result_after_setup(
       config, arm, device,
       {.started = t_setup, .before = before, .after = after,
-       .params = parameter_count(config.model), .adam_threads = runner.threads(),
+       .adam_threads = runner.threads(),
        .register_s = runner.register_seconds(), .master = &runner.master_buffer()});
   r.placement = runner.placement();
   r.gpus = comm.size();

@@ -4,6 +4,7 @@
 
 #include "step/step_internal.hpp"
 #include "zob/model.hpp"
+#include "zob/stats.hpp"
 #include "zob/step.hpp"
 
 namespace zob {
@@ -58,21 +59,12 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout) {
   return s;
 }
 
-namespace {
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-}  // namespace
-
 StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
                      double probe_gb_per_s, std::int64_t params) {
   std::vector<double> adam, d2h, h2d, compute, wall;
   const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
   for (std::size_t i = first; i < r.samples.size(); ++i) {
-    const auto it = r.samples[i].phases.find("adam");
+    const auto it = r.samples[i].phases.find(to_string(Phase::adam));
     adam.push_back(it == r.samples[i].phases.end() ? 0.0 : it->second.host_s);
     wall.push_back(r.samples[i].wall_s);
   }
@@ -84,13 +76,13 @@ StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links
   StepBound b;
   b.probe_gb_per_s = probe_gb_per_s;
   b.adam_s = probe_gb_per_s > 0 ? 28.0 * static_cast<double>(params) / (probe_gb_per_s * 1e9) : 0;
-  b.adam_measured_s = median_of(adam);
-  b.d2h_s = median_of(d2h);
-  b.h2d_s = median_of(h2d);
+  b.adam_measured_s = median(adam);
+  b.d2h_s = median(d2h);
+  b.h2d_s = median(h2d);
   b.pcie_s = std::max(b.d2h_s, b.h2d_s);
-  b.compute_s = median_of(compute);
+  b.compute_s = median(compute);
   b.bound_s = std::max(b.adam_s, b.pcie_s) + b.compute_s;
-  b.ratio = b.bound_s > 0 ? median_of(wall) / b.bound_s : 0;
+  b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
   return b;
 }
 

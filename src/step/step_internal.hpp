@@ -39,6 +39,10 @@ struct DeviceSizes {
   }
 };
 
+// The sizes every step needs (batch, seq, chunk_elems, sub_group_size > 0; steps, warmup
+// >= 0); UsageError naming `who` otherwise. The CLI refuses them earlier, with its own words.
+void check_step_config(const RunConfig& c, const char* who);
+
 std::int64_t largest_module(const ModelLayout& layout);
 DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
 // Elements fetched per step under offload_param: every module in forward, every module but
@@ -62,7 +66,7 @@ ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
                             std::vector<float>* final_master, const DeepSpeedKnobs& knobs);
 
 // Copies [begin, end) of the fp32 master back to the device's bf16 parameters in pieces of
-// chunk_elems through one fp32 temporary (REFERENCE §3 / docs/anatomy.md): the next piece's
+// chunk_elems through one fp32 temporary (docs/anatomy.md §3.1): the next piece's
 // copy waits for the previous piece's cast; the host waits once, at the end. Piece p records
 // events[k][first_piece + p] (k: copy start, copy end, cast start, cast end).
 struct CopyBackEvents {

@@ -49,13 +49,10 @@ std::vector<double> doubles(const nlohmann::json& a) {
   return out;
 }
 
-TEST(Insight, RepeatsInterleaveFreshProcessesAndReportStatistics) {
-  const Result r = run_bench(small({"--repeats", "2"}));
-  expect_no_leftovers();
-  ASSERT_EQ(r.rc, 0) << r.err;
-  // Arms alternate: registered, unregistered, registered, unregistered.
+// Arms alternate: registered, unregistered, registered, unregistered.
+void expect_interleaved_arms(const std::string& err) {
   std::vector<std::string> order;
-  for (const auto& line : lines_of(r.err)) {
+  for (const auto& line : lines_of(err)) {
     const auto at = line.find("arm ");
     if (line.find(": starting") != std::string::npos && at != std::string::npos) {
       order.push_back(line.substr(at + 4, line.find(' ', at + 4) - at - 4));
@@ -63,53 +60,53 @@ TEST(Insight, RepeatsInterleaveFreshProcessesAndReportStatistics) {
   }
   EXPECT_EQ(order, (std::vector<std::string>{"registered", "unregistered", "registered",
                                              "unregistered"}))
-      << r.err;
+      << err;
+}
 
-  const auto j = driver_result(r.out);
-  EXPECT_EQ(j.at("repeats"), 2);
-  std::set<int> pids;
-  std::map<std::string, std::vector<double>> round_median;
-  for (const char* arm : {"registered", "unregistered"}) {
-    SCOPED_TRACE(arm);
-    const auto& a = j.at(arm);
-    const auto times = doubles(a.at("step_times_s"));
-    ASSERT_EQ(times.size(), 4u);  // 2 timed steps x 2 rounds
-    const double mean = std::accumulate(times.begin(), times.end(), 0.0) / 4;
-    EXPECT_NEAR(a.at("step_avg_s").get<double>(), mean, 1e-12 * mean);
-    EXPECT_EQ(a.at("step_min_s").get<double>(), *std::min_element(times.begin(), times.end()));
-    EXPECT_EQ(a.at("losses").size(), 1u + 4u);  // round 1's warmup, then every timed step
-    const auto& st = a.at("step_stats");
-    EXPECT_EQ(st.at("n"), 4);
-    EXPECT_NEAR(st.at("median").get<double>(), median_of(times), 1e-15);
-    EXPECT_EQ(st.at("max").get<double>(), *std::max_element(times.begin(), times.end()));
-    double ss = 0;
-    for (double t : times) ss += (t - mean) * (t - mean);
-    EXPECT_NEAR(st.at("stddev").get<double>(), std::sqrt(ss / 3), 1e-12);
-    const auto& rounds = a.at("rounds");
-    ASSERT_EQ(rounds.size(), 2u);
-    for (std::size_t k = 0; k < 2; ++k) {
-      const auto& rd = rounds[k];
-      EXPECT_TRUE(pids.insert(rd.at("pid").get<int>()).second) << "pid reused: " << rd;
-      EXPECT_EQ(rd.at("param_checksum"), a.at("param_checksum"));
-      const std::vector<double> mine{times[2 * k], times[2 * k + 1]};
-      EXPECT_NEAR(rd.at("step_median_s").get<double>(), median_of(mine), 1e-15);
-      round_median[arm].push_back(rd.at("step_median_s").get<double>());
-    }
-    EXPECT_EQ(a.at("pid"), rounds[0].at("pid"));
-    EXPECT_TRUE(a.at("phases").contains("adam"));
-    for (const char* phase : {"forward", "backward", "grad_offload", "adam", "copy_back"}) {
-      const auto& p = a.at("phases").at(phase);
-      for (const char* key : {"device_s", "host_s", "bytes", "params", "gb_per_s"}) {
-        EXPECT_TRUE(p.contains(key)) << phase << "." << key;
-      }
-      EXPECT_TRUE(p.at("bytes").is_number_integer()) << phase;
-    }
-    const auto& adam = a.at("phases").at("adam");
-    EXPECT_EQ(adam.at("bytes").get<std::int64_t>(), 28 * adam.at("params").get<std::int64_t>());
-    EXPECT_GT(adam.at("gparams_per_s").get<double>(), 0);
-    EXPECT_TRUE(a.contains("register_s_per_gib"));
+// One arm of a two-round run: its step statistics, rounds (a fresh pid each) and phases.
+void expect_arm_statistics(const nlohmann::json& a, std::set<int>& pids,
+                           std::vector<double>& round_medians) {
+  const auto times = doubles(a.at("step_times_s"));
+  ASSERT_EQ(times.size(), 4u);  // 2 timed steps x 2 rounds
+  const double mean = std::accumulate(times.begin(), times.end(), 0.0) / 4;
+  EXPECT_NEAR(a.at("step_avg_s").get<double>(), mean, 1e-12 * mean);
+  EXPECT_EQ(a.at("step_min_s").get<double>(), *std::min_element(times.begin(), times.end()));
+  EXPECT_EQ(a.at("losses").size(), 1u + 4u);  // round 1's warmup, then every timed step
+  const auto& st = a.at("step_stats");
+  EXPECT_EQ(st.at("n"), 4);
+  EXPECT_NEAR(st.at("median").get<double>(), median_of(times), 1e-15);
+  EXPECT_EQ(st.at("max").get<double>(), *std::max_element(times.begin(), times.end()));
+  double ss = 0;
+  for (double t : times) ss += (t - mean) * (t - mean);
+  EXPECT_NEAR(st.at("stddev").get<double>(), std::sqrt(ss / 3), 1e-12);
+  const auto& rounds = a.at("rounds");
+  ASSERT_EQ(rounds.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    const auto& rd = rounds[k];
+    EXPECT_TRUE(pids.insert(rd.at("pid").get<int>()).second) << "pid reused: " << rd;
+    EXPECT_EQ(rd.at("param_checksum"), a.at("param_checksum"));
+    const std::vector<double> mine{times[2 * k], times[2 * k + 1]};
+    EXPECT_NEAR(rd.at("step_median_s").get<double>(), median_of(mine), 1e-15);
+    round_medians.push_back(rd.at("step_median_s").get<double>());
   }
-  EXPECT_EQ(pids.size(), 4u);
+  EXPECT_EQ(a.at("pid"), rounds[0].at("pid"));
+  EXPECT_TRUE(a.at("phases").contains("adam"));
+  for (const char* phase : {"forward", "backward", "grad_offload", "adam", "copy_back"}) {
+    const auto& p = a.at("phases").at(phase);
+    for (const char* key : {"device_s", "host_s", "bytes", "params", "gb_per_s"}) {
+      EXPECT_TRUE(p.contains(key)) << phase << "." << key;
+    }
+    EXPECT_TRUE(p.at("bytes").is_number_integer()) << phase;
+  }
+  const auto& adam = a.at("phases").at("adam");
+  EXPECT_EQ(adam.at("bytes").get<std::int64_t>(), 28 * adam.at("params").get<std::int64_t>());
+  EXPECT_GT(adam.at("gparams_per_s").get<double>(), 0);
+  EXPECT_TRUE(a.contains("register_s_per_gib"));
+}
+
+// speedup, speedup_median and its interval from the rounds' medians; warnings; environment.
+void expect_run_figures(const nlohmann::json& j, const std::string& err,
+                        std::map<std::string, std::vector<double>>& round_median) {
   std::vector<double> round_ratio;
   for (std::size_t k = 0; k < 2; ++k) {
     round_ratio.push_back(round_median["unregistered"][k] / round_median["registered"][k]);
@@ -125,22 +122,24 @@ TEST(Insight, RepeatsInterleaveFreshProcessesAndReportStatistics) {
   EXPECT_TRUE(j.at("warnings").is_array());
   // Each warning is on stderr too.
   for (const auto& w : j.at("warnings")) {
-    EXPECT_NE(r.err.find("warning: " + w.get<std::string>()), std::string::npos);
+    EXPECT_NE(err.find("warning: " + w.get<std::string>()), std::string::npos);
   }
   const auto& env = j.at("environment");
   EXPECT_EQ(env.at("device").at("backend"), "cpu");
   EXPECT_FALSE(env.at("kernel").get<std::string>().empty());
   EXPECT_GT(env.at("mem_total_bytes").get<std::uint64_t>(), 0u);
+}
 
-  // stdout: "# " header, then the Python script's table and speedup line unchanged, the phase
-  // section, the registration lines, DRIVERRESULT last.
-  const auto lines = lines_of(r.out);
+// stdout: "# " header, then the Python script's table and speedup line unchanged, the phase
+// section, the registration lines, DRIVERRESULT last.
+void expect_stdout_layout(const std::string& out) {
+  const auto lines = lines_of(out);
   std::size_t i = 0;
   while (i < lines.size() && lines[i].rfind("# ", 0) == 0) ++i;
-  EXPECT_GE(i, 5u) << r.out;
+  EXPECT_GE(i, 5u) << out;
   EXPECT_EQ(lines[0].rfind("# zero3-offload-bench ", 0), 0u);
   for (const char* part : {"# device: ", "# host: ", "# memory: MemAvailable", "# kernel: "}) {
-    EXPECT_NE(r.out.find(part), std::string::npos) << part;
+    EXPECT_NE(out.find(part), std::string::npos) << part;
   }
   ASSERT_LT(i + 3, lines.size());
   EXPECT_EQ(lines[i].rfind("arm ", 0), 0u) << lines[i];
@@ -159,6 +158,24 @@ TEST(Insight, RepeatsInterleaveFreshProcessesAndReportStatistics) {
   EXPECT_EQ(phase_rows, 2);
   EXPECT_EQ(registration, 2);
   EXPECT_EQ(lines.back().rfind("DRIVERRESULT=", 0), 0u);
+}
+
+TEST(Insight, RepeatsInterleaveFreshProcessesAndReportStatistics) {
+  const Result r = run_bench(small({"--repeats", "2"}));
+  expect_no_leftovers();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expect_interleaved_arms(r.err);
+  const auto j = driver_result(r.out);
+  EXPECT_EQ(j.at("repeats"), 2);
+  std::set<int> pids;
+  std::map<std::string, std::vector<double>> round_median;
+  for (const char* arm : {"registered", "unregistered"}) {
+    SCOPED_TRACE(arm);
+    expect_arm_statistics(j.at(arm), pids, round_median[arm]);
+  }
+  EXPECT_EQ(pids.size(), 4u);
+  expect_run_figures(j, r.err, round_median);
+  expect_stdout_layout(r.out);
 }
 
 TEST(Insight, TraceHoldsEveryArmRunOnFourTracks) {

@@ -143,7 +143,7 @@ void cast_throughput(CudaDevice& dev) {
   dev.deallocate(b);
 }
 
-// The default loop's step 4 (REFERENCE §3): pieces of 2^26 fp32 into one device temporary,
+// The default loop's step 4 (docs/anatomy.md §3.1): pieces of 2^26 fp32 into one device temporary,
 // each cast to bf16 on the compute queue; the next piece's copy waits for the cast that frees
 // the temporary.
 void copy_back(CudaDevice& dev) {

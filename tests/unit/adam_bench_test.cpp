@@ -1,7 +1,8 @@
-// run_adam_benchmark on a small size: fields filled, consistent with each other, JSON complete.
-// No timing assertions beyond "positive and finite".
+// run_adam_benchmark on a small size: fields filled, consistent with each other and with the
+// wall time the call took, JSON complete; the report's text from known figures.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -37,6 +38,51 @@ TEST(AdamBench, SmallRunGivesConsistentFields) {
   const std::string text = r.to_text();
   EXPECT_NE(text.find(r.isa), std::string::npos);
   EXPECT_NE(text.find("28 B/param"), std::string::npos);
+}
+
+// The figures are medians of real passes: every timed pass (and the warm-up one) of Adam and
+// of the probe, at the reported rates, must fit in the wall time of the whole call. A rate
+// computed from the wrong time (the sum of the repeats, a pass count off) or the wrong
+// number of parameters does not fit.
+TEST(AdamBench, RatesFitInTheWallTime) {
+  zob::AdamBenchOptions o;
+  o.params = 1 << 21;
+  o.threads = 1;
+  o.repeats = 8;
+  const auto t0 = std::chrono::steady_clock::now();
+  const zob::AdamBenchResult r = zob::run_adam_benchmark(o);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double n = static_cast<double>(o.params);
+  const double adam_pass = n / (r.adam_gparams_per_s * 1e9);
+  const double probe_pass = n * 28 / (r.probe_gb_per_s * 1e9);
+  // At least half of the timed passes take no less than the median pass.
+  EXPECT_LT((o.repeats / 2) * (adam_pass + probe_pass), wall);
+  // One core streams at most a few hundred GB/s, even from cache.
+  EXPECT_LT(r.adam_gb_per_s, 2000);
+  EXPECT_LT(r.probe_gb_per_s, 2000);
+}
+
+TEST(AdamBench, TextReportsTheFiguresInOrder) {
+  zob::AdamBenchResult r;
+  r.isa = "avx2";
+  r.threads = 3;
+  r.params = 1000;
+  r.repeats = 5;
+  r.adam_gparams_per_s = 4.25;
+  r.adam_gb_per_s = 119.0;
+  r.probe_gb_per_s = 125.25;
+  r.ratio = 0.95;
+  EXPECT_EQ(r.to_text(),
+            "CPU Adam (avx2, 3 threads, 1000 params, median of 5): 4.250 Gparam/s = 119.0 GB/s\n"
+            "memory probe (same arrays, threads and ranges; read p,g,m,v, write p,m,v): 125.2 "
+            "GB/s\n"
+            "adam / probe: 0.95  (both counted at 28 B/param; updates are in place, so there are "
+            "no write-allocate reads and none are counted)\n");
+  const nlohmann::json j = r.to_json();
+  EXPECT_EQ(j.at("threads"), 3);
+  EXPECT_EQ(j.at("repeats"), 5);
+  EXPECT_DOUBLE_EQ(j.at("adam_gparams_per_s").get<double>(), 4.25);
+  EXPECT_DOUBLE_EQ(j.at("probe_gb_per_s").get<double>(), 125.25);
 }
 
 TEST(AdamBench, ZeroThreadsMeansAllCpus) {

@@ -1,10 +1,11 @@
-// --launcher: the flag's parsing, and the refusal of zob_core's cli_main when no MPI entry is
+// --launcher: the flag's parsing, and the refusal of zob_core's app_main when no MPI entry is
 // handed over (a build without MPI). The launcher itself runs in tests/e2e/mpi_e2e_test.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "app/app.hpp"
 #include "cli/cli.hpp"
 #include "zob/errors.hpp"
 #include "zob/exit_codes.hpp"
@@ -43,7 +44,7 @@ TEST(MpiLauncherCli, BuildWithoutMpiRefusesWithOneLine) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   ::testing::internal::CaptureStderr();
-  const int code = zob::cli_main(static_cast<int>(argv.size()), argv.data(), nullptr);
+  const int code = zob::app_main(static_cast<int>(argv.size()), argv.data(), nullptr);
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(code, zob::exit_code::usage);
   EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
@@ -51,17 +52,16 @@ TEST(MpiLauncherCli, BuildWithoutMpiRefusesWithOneLine) {
 }
 
 TEST(MpiLauncherCli, MpiEntryGetsTheParsedCommand) {
-  static zob::CliCommand seen;
+  static zob::MpiRequest seen;
   auto args = with({"--launcher", "mpi", "--steps", "3"});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
-  const int code = zob::cli_main(static_cast<int>(argv.size()), argv.data(),
-                                 [](const zob::CliCommand& cmd) {
+  const int code = zob::app_main(static_cast<int>(argv.size()), argv.data(),
+                                 [](const zob::MpiRequest& cmd) {
                                    seen = cmd;
                                    return 42;
                                  });
   EXPECT_EQ(code, 42);
-  EXPECT_EQ(seen.launcher, zob::CliCommand::Launcher::mpi);
   EXPECT_EQ(seen.run.steps, 3);
 }
 

@@ -20,6 +20,7 @@
 #include "zob/cpu_affinity.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/model.hpp"
+#include "zob/stats.hpp"
 #include "zob/step.hpp"
 
 namespace zob {
@@ -129,9 +130,38 @@ TEST(Overlap, SpansPhasesAndDeviceMemory) {
   EXPECT_EQ(plan_memory(c).host_pinned_bytes, plan_memory(stock).host_pinned_bytes);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+// step_bound on samples with known numbers: Adam at the probe's speed (28 B/param), the
+// measured Adam and the wall time as medians over the timed steps only (the warm-up step's
+// huge values must not count), each link direction and the compute as medians of the steps'
+// link times, bound = max(Adam, D2H, H2D) + compute, ratio = median wall / bound.
+TEST(StepBound, FromKnownSamples) {
+  ArmResult r;
+  r.warmup = 1;
+  const double adam[] = {9.0, 0.30, 0.10, 0.20};
+  const double wall[] = {9.0, 0.50, 0.70, 0.60};
+  for (int i = 0; i < 4; ++i) {
+    StepSample s;
+    s.wall_s = wall[i];
+    s.set_phase(Phase::adam, adam[i], -1, 0, 0);
+    r.samples.push_back(s);
+  }
+  const std::int64_t params = 1'000'000'000;
+  StepBound b = step_detail::step_bound(
+      r, {{0.25, 0.10, 0.06}, {0.05, 0.30, 0.07}, {0.15, 0.20, 0.02}}, 112.0, params);
+  EXPECT_DOUBLE_EQ(b.probe_gb_per_s, 112.0);
+  EXPECT_DOUBLE_EQ(b.adam_s, 0.25);  // 28e9 B at 112 GB/s
+  EXPECT_DOUBLE_EQ(b.adam_measured_s, 0.20);
+  EXPECT_DOUBLE_EQ(b.d2h_s, 0.15);
+  EXPECT_DOUBLE_EQ(b.h2d_s, 0.20);
+  EXPECT_DOUBLE_EQ(b.pcie_s, 0.20);
+  EXPECT_DOUBLE_EQ(b.compute_s, 0.06);
+  EXPECT_DOUBLE_EQ(b.bound_s, 0.31);  // Adam is the longer
+  EXPECT_DOUBLE_EQ(b.ratio, 0.60 / 0.31);
+  b = step_detail::step_bound(
+      r, {{0.40, 0.1, 0.06}, {0.50, 0.1, 0.06}, {0.45, 0.1, 0.06}, {0.35, 0.1, 0.06}}, 112.0,
+      params);
+  EXPECT_DOUBLE_EQ(b.d2h_s, 0.425);  // an even count: the mean of the middle two
+  EXPECT_DOUBLE_EQ(b.bound_s, 0.485);  // the D2H link is the longer
 }
 
 // The bound is built from parts that cannot overlap, each measured in the same run: the

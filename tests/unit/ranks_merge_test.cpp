@@ -17,6 +17,8 @@ RunConfig cfg(int gpus) {
   c.model = {61, 8, 3};
   c.steps = 3;
   c.warmup = 1;
+  c.batch = 3;  // the ranks' results below: 21 tokens each
+  c.seq = 7;
   c.gpus = gpus;
   c.device = DeviceKind::cpu;
   return c;
@@ -40,7 +42,7 @@ ArmResult rank_result(int rank, const std::vector<double>& walls, const std::str
   a.pid = 100 + rank;
   a.batch = 3;
   a.seq = 7;
-  a.tokens_per_step = 21;  // one rank's micro-batch
+  a.tokens_per_step = 42;  // the group's step (RunConfig::tokens_per_step)
   return a;
 }
 

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "zob/thread_pool.hpp"
@@ -31,4 +34,22 @@ TEST(ThreadPool, RethrowsAWorkerException) {
   EXPECT_EQ(sum.load(), 1000);
 }
 
-TEST(ThreadPool, AvailableCpusIsPositive) { EXPECT_GE(zob::available_cpus(), 1); }
+// available_cpus counts the calling thread's affinity mask, not the machine's CPUs: a thread
+// pinned to one CPU sees 1, and an unpinned one as many as sched_getaffinity lists.
+TEST(ThreadPool, AvailableCpusFollowsTheAffinityMask) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  EXPECT_EQ(zob::available_cpus(), CPU_COUNT(&mine));
+  int first = 0;
+  while (!CPU_ISSET(first, &mine)) ++first;
+  int seen = -1;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0) seen = zob::available_cpus();
+  });
+  pinned.join();
+  EXPECT_EQ(seen, 1);
+}

@@ -13,7 +13,9 @@
 #include <string>
 
 #include "backends/cpu/cpu_kernels.hpp"
+#include "zob/config.hpp"
 #include "zob/errors.hpp"
+#include "zob/system.hpp"
 
 namespace zob {
 namespace {
@@ -88,7 +90,7 @@ std::size_t round_up(std::size_t bytes, std::size_t to) { return (bytes + to - 1
 }  // namespace
 
 CpuDevice::CpuDevice(int threads) : pool_(std::make_unique<ThreadPool>(threads < 1 ? 1 : threads)) {
-  info_.backend = "cpu";
+  info_.backend = to_string(DeviceKind::cpu);
   info_.name = cpu_model_name();
   info_.runtime_version = openblas_version();
   utsname u{};
@@ -151,7 +153,7 @@ Registration CpuDevice::register_host(void*, std::size_t bytes) {
 }
 
 void* CpuDevice::allocate_host(std::size_t bytes) {
-  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t page = page_size();
   if (info_.total_memory_bytes != 0 && bytes > info_.total_memory_bytes) {
     throw DeviceError(DeviceErrorKind::out_of_memory,
                       "cpu allocate_host of " + gib(bytes) + " refused: more than the host's " +

@@ -1,11 +1,11 @@
-// cli_main: flags -> the run, the adam subcommand, or a hidden child entry point; every
-// failure becomes one line on stderr and its exit code (exit_codes.hpp).
+// app_main (app.hpp): the dispatch of what the command line asks for.
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/app.hpp"
 #include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "report/json_util.hpp"
@@ -14,18 +14,13 @@
 #include "zob/compare.hpp"
 #include "zob/errors.hpp"
 #include "zob/exit_codes.hpp"
+#include "zob/text.hpp"
 
 namespace zob {
 
 namespace {
 
-void print_error(std::string what) {
-  for (char& c : what) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  std::string line = "zero3-offload-bench: error: " + what + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-}
+void print_error(const std::string& what) { stderr_line("error: ", what); }
 
 // argv of a child: <mode> [arm] --internal-config <json> --internal-result-fd <n>
 int run_internal(const std::vector<std::string>& args) {
@@ -40,8 +35,9 @@ int run_internal(const std::vector<std::string>& args) {
     else throw UsageError("internal: unexpected " + args[i] + "; not for direct use");
   }
   if (fd < 0 || config_text.empty()) {
-    throw UsageError("internal: missing --internal-config or --internal-result-fd; not for "
-                     "direct use");
+    throw UsageError(
+        "internal: missing --internal-config or --internal-result-fd; not for "
+        "direct use");
   }
   const RunConfig config = nlohmann::json::parse(config_text).get<RunConfig>();
   return probe ? run_probe_child(config, fd) : run_arm_child(config, parse_arm(args[2]), fd);
@@ -69,9 +65,19 @@ int run_compare(const CliCommand& cmd) {
   return exit_code::ok;
 }
 
+int run_benchmark(const CliCommand& cmd, MpiLauncherEntry mpi_launcher) {
+  if (cmd.launcher == CliCommand::Launcher::fork) return run_driver(cmd.run);
+  if (mpi_launcher == nullptr) {
+    throw UsageError(
+        "--launcher mpi: this build has no MPI; install libopenmpi-dev "
+        "(scripts/deps) and rebuild, or use --launcher fork");
+  }
+  return mpi_launcher(MpiRequest{cmd.run, cmd.gpus_given, cmd.threads_given});
+}
+
 }  // namespace
 
-int cli_main(int argc, char** argv, MpiLauncherEntry mpi_launcher) {
+int app_main(int argc, char** argv, MpiLauncherEntry mpi_launcher) {
   const std::vector<std::string> args(argv, argv + argc);
   try {
     if (args.size() >= 2 && (args[1] == kProbeFlag || args[1] == kChildFlag)) {
@@ -81,15 +87,7 @@ int cli_main(int argc, char** argv, MpiLauncherEntry mpi_launcher) {
     switch (cmd.kind) {
       case CliCommand::Kind::exit_now: return cmd.exit_code;
       case CliCommand::Kind::adam: return run_adam(cmd);
-      case CliCommand::Kind::run:
-        if (cmd.launcher == CliCommand::Launcher::mpi) {
-          if (mpi_launcher == nullptr) {
-            throw UsageError("--launcher mpi: this build has no MPI; install libopenmpi-dev "
-                             "(scripts/deps) and rebuild, or use --launcher fork");
-          }
-          return mpi_launcher(cmd);
-        }
-        return run_driver(cmd.run);
+      case CliCommand::Kind::run: return run_benchmark(cmd, mpi_launcher);
       case CliCommand::Kind::compare: return run_compare(cmd);
       case CliCommand::Kind::list_devices: return run_list_devices(cmd.run);
     }

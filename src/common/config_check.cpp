@@ -1,0 +1,147 @@
+// validate_run_config: the checks of a RunConfig, next to the config (zob/config.hpp). The
+// ranges come from the flag table (zob/run_flags.hpp).
+#include <fmt/format.h>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "zob/config.hpp"
+#include "zob/cpu_affinity.hpp"
+#include "zob/errors.hpp"
+#include "zob/run_flags.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob {
+
+namespace {
+
+// a * b, or nullopt when it does not fit in 64 bits.
+std::optional<std::uint64_t> mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+std::optional<std::uint64_t> add(std::optional<std::uint64_t> a, std::optional<std::uint64_t> b) {
+  std::uint64_t r = 0;
+  if (!a || !b || __builtin_add_overflow(*a, *b, &r)) return std::nullopt;
+  return r;
+}
+std::optional<std::uint64_t> mul(std::optional<std::uint64_t> a, std::uint64_t b) {
+  return a ? mul(*a, b) : std::nullopt;
+}
+
+void check_range(const std::string& flag, std::int64_t v, std::int64_t min, std::int64_t max) {
+  if (v < min || v > max) {
+    throw UsageError(fmt::format("{} {} is out of range; give {}", flag, v, range_text(min, max)));
+  }
+}
+
+// Every flag's value against its range; the sweeps' values like their first.
+void check_ranges(const RunConfig& c) {
+  for (const RunFlag& f : run_flags()) {
+    if (f.get != nullptr) check_range(f.name, f.get(c), f.config_min, f.max);
+  }
+  for (std::int64_t v : c.chunk_elems_sweep) check_range("--chunk-elems", v, 1, limits::elems);
+  for (std::int64_t v : c.sub_group_size_sweep) {
+    check_range("--sub-group-size", v, 1, limits::elems);
+  }
+  if (!c.chunk_elems_sweep.empty() && c.chunk_elems_sweep.front() != c.chunk_elems) {
+    throw UsageError("--chunk-elems: the sweep's first value must be the configured one");
+  }
+  if (!c.sub_group_size_sweep.empty() && c.sub_group_size_sweep.front() != c.sub_group_size) {
+    throw UsageError("--sub-group-size: the sweep's first value must be the configured one");
+  }
+  // 0 with several ranks: one thread per CPU of the rank's slice (chosen by each rank).
+  if (c.gpus == 1) check_range("--threads", c.threads, 1, limits::threads);
+  if (!(c.timeout_s >= 0) || !std::isfinite(c.timeout_s) || c.timeout_s > limits::timeout_s) {
+    throw UsageError(
+        fmt::format("--timeout {} is out of range; give 0 (no limit) to {:g} "
+                    "seconds",
+                    c.timeout_s, limits::timeout_s));
+  }
+}
+
+// What several ranks do not implement yet, the CPU list, the arms.
+void check_combinations(const RunConfig& c) {
+  if (c.gpus != 1 && c.loop == Loop::offload_param) {
+    throw UsageError(
+        "--gpus with --offload-param is not implemented yet: several ranks run the "
+        "default copy-back loop; drop --offload-param or use --gpus 1");
+  }
+  if (c.gpus != 1 && c.schedule != Schedule::stock) {
+    throw UsageError(std::string("--gpus with --schedule ") + to_string(c.schedule) +
+                     " is not implemented yet: several ranks run the stock schedule; use "
+                     "--schedule stock or --gpus 1");
+  }
+  if (c.gpus == 1) {
+    validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());
+  } else {  // each rank takes its part of the list (choose_rank_placement)
+    validate_rank_cpu_affinity(c.cpu_affinity, c.gpus, allowed_cpu_list());
+  }
+  if (c.arms.empty()) {
+    throw UsageError("--arms is empty; give e.g. registered,unregistered");
+  }
+  std::set<Arm> seen(c.arms.begin(), c.arms.end());
+  if (seen.size() != c.arms.size()) {
+    throw UsageError("--arms lists an arm twice; list each arm once");
+  }
+}
+
+// The byte counts every part computes must fit in 64 bits.
+void check_sizes(const RunConfig& c) {
+  const auto V = static_cast<std::uint64_t>(c.model.vocab);
+  const auto h = static_cast<std::uint64_t>(c.model.hidden);
+  const auto n = static_cast<std::uint64_t>(c.model.layers);
+  const auto tokens = mul(static_cast<std::uint64_t>(c.batch), static_cast<std::uint64_t>(c.seq));
+  const std::string shape = fmt::format("--hidden {} --layers {} --vocab {} --batch {} --seq {}", h,
+                                        n, V, c.batch, c.seq);
+  // The parameter formula of docs/anatomy.md (parameter_count), in checked arithmetic.
+  const auto per_layer = add(mul(mul(h, h), 8), mul(h, 5));
+  const auto params = add(mul(mul(V, h), 2), mul(per_layer, n));
+  if (!params || *params > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    throw UsageError("the model " + shape +
+                     " has more parameters than fit in 64 bits; "
+                     "choose a smaller --hidden, --layers or --vocab");
+  }
+  // 28 B/param of Adam traffic is the largest per-parameter byte count any part computes.
+  if (!mul(*params, 28)) {
+    throw UsageError(
+        fmt::format("the model {} has {} parameters; its byte counts (28 B/param) "
+                    "overflow 64 bits; choose a smaller model",
+                    shape, *params));
+  }
+  if (!tokens || *tokens > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max())) {
+    throw UsageError(
+        fmt::format("--batch {} x --seq {} tokens exceeds {} (token positions are "
+                    "32-bit); choose a smaller batch or seq",
+                    c.batch, c.seq, std::numeric_limits<std::int32_t>::max()));
+  }
+  // Activations: logits [T, V] and the fc1 outputs [T, 4h] per layer, bf16, plus fp32 copies.
+  const auto activations = add(mul(mul(*tokens, V), 4), mul(mul(mul(*tokens, h), 16), n + 1));
+  if (!activations || !mul(*activations, 4)) {
+    throw UsageError(
+        fmt::format("the activations of {} overflow 64-bit byte counts; choose a "
+                    "smaller batch, seq, hidden or vocab",
+                    shape));
+  }
+  if (!mul(static_cast<std::uint64_t>(c.chunk_elems), 4)) {
+    throw UsageError("--chunk-elems is too large; give at most 2**50");
+  }
+}
+
+}  // namespace
+
+void resolve_default_threads(RunConfig& c) {
+  if (c.threads != 0 || c.gpus != 1) return;  // several ranks: each sizes its own pool
+  // One Adam thread per --cpu-affinity CPU, else per CPU this process may use.
+  c.threads = c.cpu_affinity.empty() ? available_cpus() : static_cast<int>(c.cpu_affinity.size());
+}
+
+void validate_run_config(const RunConfig& c) {
+  check_ranges(c);
+  check_combinations(c);
+  check_sizes(c);
+}
+
+}  // namespace zob
