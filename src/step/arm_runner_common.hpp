@@ -34,8 +34,8 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, 
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
                                           ThreadPlacement* placement);
 
-// The same-run memory probe for the bound, over the arm's own zeroed optimizer buffers (before
-// the master is initialised: adding zeros changes nothing), at most 2^26 elements.
+// The same-run memory probe for the bound, over the arm's own optimizer buffers before the
+// master is initialised (at most 2^26 elements); the Adam states are zeroed again after it.
 double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
                         std::int64_t params, ThreadPool& pool);
 

@@ -163,7 +163,7 @@ void ArmRunner::allocate_host() {
   exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) pbf16_ = HostBuffer(static_cast<std::size_t>(layout_.total) * 2, pinned, &dev_,
                                      "bf16 parameters", pool_.get());
-  // grads, exp_avg and exp_avg_sq are zero: first-touched (zeroed) by the pool above.
+  // exp_avg and exp_avg_sq start at zero (probe_arm_memory re-zeroes what it touched).
   probe_gb_s_ = step_detail::probe_arm_memory(master_.as<float>(), grads_.as<float>(),
                                               exp_avg_.as<float>(), exp_avg_sq_.as<float>(),
                                               layout_.total, *pool_);
@@ -510,7 +510,15 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, 
 double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
                         std::int64_t params, ThreadPool& pool) {
   const std::int64_t n = std::min<std::int64_t>(params, std::int64_t{1} << 26);
-  return memory_probe_gb_per_s(master, grads, exp_avg, exp_avg_sq, n, pool);
+  const double gb_per_s = memory_probe_gb_per_s(master, grads, exp_avg, exp_avg_sq, n, pool);
+  // The probe added grads into the Adam states; grads need not be zero (runtime-allocated host
+  // memory is not first-touched), so the states start again from zero. The master is
+  // initialised after this, and every gradient is written before Adam reads it.
+  pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
+    std::memset(exp_avg + b, 0, static_cast<std::size_t>(e - b) * sizeof(float));
+    std::memset(exp_avg_sq + b, 0, static_cast<std::size_t>(e - b) * sizeof(float));
+  });
+  return gb_per_s;
 }
 
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
