@@ -37,6 +37,16 @@ void list_tensors(const ModelLayout& layout, const DeepSpeedKnobs& k, DeepSpeedP
       leaves.back().tensors.push_back(id);
       last = leaf;
     }
+    // A shared tensor (a tied lm_head: the embedding table) is its own leaf here too, with the
+    // owner's id: ZeRO-3 fetches a shared parameter again in every module that uses it.
+    for (const TensorSlice& t : layout.modules[m].shared) {
+      for (std::size_t id = 0; id < plan.tensors.size(); ++id) {
+        if (plan.tensors[id].offset == t.offset) {
+          leaves.push_back({static_cast<std::int64_t>(m), {static_cast<int>(id)}});
+        }
+      }
+      last.clear();
+    }
   }
 }
 
