@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -65,6 +66,35 @@ TEST(DecoderModel, BuiltinCountsEqualHuggingFaces) {
     EXPECT_EQ(ModelLayout::build(m.shape).total, want.at(m.name));
     EXPECT_EQ(m.source, "https://huggingface.co/" + m.hf_id + "/blob/main/config.json");
   }
+}
+
+// bench/models/configs holds the published config.json files (the lead's, typed in from the
+// hub): read through --model PATH, each equals the built-in of its name, field by field.
+TEST(DecoderModel, BuiltinsAgreeWithThePublishedConfigFiles) {
+  int files = 0;
+  for (const BuiltinModel& m : builtin_models()) {
+    const std::string path =
+        std::string(ZOB_SOURCE_DIR) + "/bench/models/configs/" + m.name + ".json";
+    if (!std::ifstream(path)) continue;  // not every built-in has its file there
+    ++files;
+    SCOPED_TRACE(path);
+    const ModelShape f = resolve_model(path);
+    const DecoderArch &a = f.arch, &b = m.shape.arch;
+    EXPECT_EQ(f.vocab, m.shape.vocab);
+    EXPECT_EQ(f.hidden, m.shape.hidden);
+    EXPECT_EQ(f.layers, m.shape.layers);
+    EXPECT_EQ(a.model_type, b.model_type);
+    EXPECT_EQ(a.intermediate, b.intermediate);
+    EXPECT_EQ(a.heads, b.heads);
+    EXPECT_EQ(a.kv_heads, b.kv_heads);
+    EXPECT_EQ(a.head_dim, b.head_dim);
+    EXPECT_EQ(a.attention_bias, b.attention_bias);
+    EXPECT_EQ(a.tie_embeddings, b.tie_embeddings);
+    EXPECT_EQ(a.rope_theta, b.rope_theta);
+    EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
+    EXPECT_EQ(parameter_count(f), parameter_count(m.shape));
+  }
+  EXPECT_GE(files, 10);
 }
 
 TEST(DecoderModel, ResolvesNamesIdsAndPaths) {
