@@ -3,6 +3,7 @@
 // finite differences of an independent double-precision forward written here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
+#include "step/deepspeed_plan.hpp"
 #include "step/module_math.hpp"
 #include "zob/bf16.hpp"
 #include "zob/errors.hpp"
@@ -193,6 +195,41 @@ TEST(DecoderModel, LayoutIsHuggingFacesNamedParametersOrder) {
   ASSERT_EQ(tied.modules.back().shared.size(), 1u);
   EXPECT_EQ(tied.modules.back().shared[0].name, "model.embed_tokens.weight");
   EXPECT_EQ(tied.modules.back().fetch_count(), 48 + 96 * 48);
+}
+
+// --schedule deepspeed with a tied lm_head: the table is a leaf of the head too (the
+// coordinator fetches it there if it was released), and its gradient hook fires once, at the
+// embedding.
+TEST(DecoderModel, DeepSpeedPlanListsTheTiedTableInBothLeafModules) {
+  const ModelLayout L = ModelLayout::build(
+      resolve_model(std::string(ZOB_SOURCE_DIR) + "/tests/models/tiny-llama-tied"));
+  const std::int64_t head = static_cast<std::int64_t>(L.modules.size()) - 1;
+  step_detail::DeepSpeedKnobs knobs;
+  knobs.persistence_threshold = 0;  // nothing persistent: every use is a fetch
+  for (const Loop loop : {Loop::copy_back, Loop::offload_param}) {
+    const step_detail::DeepSpeedPlan p = step_detail::build_deepspeed_plan(L, loop, knobs);
+    ASSERT_EQ(p.tensors.front().name, "model.embed_tokens.weight");
+    int table_uses = 0, table_grads = 0;
+    std::map<int, int> grads;
+    for (const auto& v : p.visits) {
+      const bool uses_table = std::find(v.tensors.begin(), v.tensors.end(), 0) != v.tensors.end();
+      if (v.forward && uses_table) {
+        ++table_uses;
+        EXPECT_TRUE(v.module == 0 || v.module == head) << v.module;
+      }
+      for (int t : v.grads) {
+        ++grads[t];
+        if (t == 0) {
+          ++table_grads;
+          EXPECT_EQ(v.module, 0) << "the table's gradient hook outside the embedding";
+        }
+      }
+    }
+    EXPECT_EQ(table_uses, 2);
+    EXPECT_EQ(table_grads, 1);
+    for (std::size_t t = 0; t < p.tensors.size(); ++t)
+      EXPECT_EQ(grads[static_cast<int>(t)], 1) << t;
+  }
 }
 
 }  // namespace
