@@ -18,6 +18,7 @@
 #include "zob/bf16.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
+#include "zob/step.hpp"
 
 namespace zob {
 namespace {
@@ -195,6 +196,41 @@ TEST(DecoderModel, LayoutIsHuggingFacesNamedParametersOrder) {
   ASSERT_EQ(tied.modules.back().shared.size(), 1u);
   EXPECT_EQ(tied.modules.back().shared[0].name, "model.embed_tokens.weight");
   EXPECT_EQ(tied.modules.back().fetch_count(), 48 + 96 * 48);
+}
+
+// The device plan (what --dry-run and the pre-flight report) holds what a decoder step
+// really allocates, in both loops and under every schedule; offload_param fetches the tied
+// table with the head.
+TEST(DecoderModel, DevicePlanHoldsTheStep) {
+  for (const char* fixture : {"tiny-qwen2", "tiny-llama-tied"}) {
+    for (const Schedule schedule : {Schedule::stock, Schedule::overlap, Schedule::deepspeed}) {
+      for (const Loop loop : {Loop::copy_back, Loop::offload_param}) {
+        SCOPED_TRACE(std::string(fixture) + " " + to_string(schedule) + " " + to_string(loop));
+        RunConfig c;
+        c.model = resolve_model(std::string(ZOB_SOURCE_DIR) + "/tests/models/" + fixture);
+        c.batch = 2;
+        c.seq = 5;
+        c.steps = 1;
+        c.warmup = 0;
+        c.threads = 2;
+        c.schedule = schedule;
+        c.loop = loop;
+        const MemoryPlan m = plan_memory(c);
+        CpuDevice dev(2);
+        run_arm(c, Arm::pageable, dev);
+        EXPECT_LE(dev.memory_peak(), m.device_bytes + 64 * 256);
+        EXPECT_GE(dev.memory_peak(), m.device_bytes * 9 / 10);
+      }
+    }
+  }
+  RunConfig tied;
+  tied.model = resolve_model(std::string(ZOB_SOURCE_DIR) + "/tests/models/tiny-llama-tied");
+  tied.loop = Loop::offload_param;
+  tied.schedule = Schedule::stock;
+  const ModelLayout L = ModelLayout::build(tied.model);
+  const std::uint64_t P = static_cast<std::uint64_t>(L.total), table = 96 * 48, head = 48;
+  // Forward: every module, the head with the table; backward: all but the head again.
+  EXPECT_EQ(step_traffic(tied).param_fetch_h2d, 2 * ((P + table) + (P - head)));
 }
 
 // --schedule deepspeed with a tied lm_head: the table is a leaf of the head too (the
