@@ -125,7 +125,12 @@ DecoderMath::DecoderMath(Device& dev, const RunConfig& c, bf16* hidden_stack, bf
   tied_ = a.tie_embeddings;
   theta_ = a.rope_theta;
   eps_ = static_cast<float>(a.rms_norm_eps);
-  // The layer's tensors in ModelLayout's order (model.cpp, build_decoder_layout).
+  set_layer_offsets();
+  place_buffers(dev, c);
+}
+
+// The layer's tensors in ModelLayout's order (model.cpp, build_decoder_layout).
+void DecoderMath::set_layer_offsets() {
   std::int64_t at = 0;
   const auto take = [&](std::int64_t n) {
     const std::int64_t here = at;
@@ -144,6 +149,11 @@ DecoderMath::DecoderMath(Device& dev, const RunConfig& c, bf16* hidden_stack, bf
   off_.down = take(h_ * F_);
   off_.ln1 = take(h_);
   off_.ln2 = take(h_);
+}
+
+// Allocates the saved activations, the head's, the scratch and the tied gradient, and points
+// saved0_ / sc_ / xf_ / rstd_f_ into them.
+void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   const DecoderSizes s = decoder_sizes(c);
   saved_ = DeviceBuffer(dev, s.saved_layers);
   head_saved_ = DeviceBuffer(dev, s.head_saved);

@@ -52,6 +52,8 @@ class DecoderMath {
   struct Scratch {
     bf16 *t[4], *tk, *tv, *dprobs, *dtmp, *dtmp2, *dact, *dgate, *dup;
   };
+  void set_layer_offsets();
+  void place_buffers(Device& dev, const RunConfig& config);
   Saved saved(std::int64_t layer) const;
   bf16* x(std::int64_t i) const { return hidden_ + i * T_ * h_; }
   void layer_forward(std::int64_t layer, const bf16* w) const;
