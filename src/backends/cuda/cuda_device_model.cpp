@@ -49,9 +49,8 @@ void check_rotary(const char* op, std::int64_t head_dim, double theta) {
 
 }  // namespace
 
-void CudaDevice::gemm_strided_batched(const GemmArgs& g, std::int64_t count,
-                                      std::int64_t stride_a, std::int64_t stride_b,
-                                      std::int64_t stride_c) {
+void CudaDevice::gemm_strided_batched(const GemmArgs& g, std::int64_t count, std::int64_t stride_a,
+                                      std::int64_t stride_b, std::int64_t stride_c) {
   if (g.m <= 0 || g.n <= 0 || count <= 0) return;
   const std::string what = "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
                            " k=" + std::to_string(g.k) + " count=" + std::to_string(count) +
@@ -70,8 +69,8 @@ void CudaDevice::gemm_strided_batched(const GemmArgs& g, std::int64_t count,
   const float beta = 0.0f;
   const cublasStatus_t s = cublasGemmStridedBatchedEx(
       blas_, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-      static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), &alpha, g.b,
-      CUDA_R_16BF, static_cast<int>(g.ldb), static_cast<long long>(stride_b), g.a, CUDA_R_16BF,
+      static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), &alpha, g.b, CUDA_R_16BF,
+      static_cast<int>(g.ldb), static_cast<long long>(stride_b), g.a, CUDA_R_16BF,
       static_cast<int>(g.lda), static_cast<long long>(stride_a), &beta, g.c, CUDA_R_16BF,
       static_cast<int>(g.ldc), static_cast<long long>(stride_c), static_cast<int>(count),
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -126,9 +125,9 @@ void CudaDevice::causal_softmax_forward(const bf16* scores, bf16* probs, std::in
                                         std::int64_t seq, float scale) {
   check_rows("causal_softmax_forward", n * seq);
   bind();
-  check_launch(cuda::launch_causal_softmax_forward(scores, probs, n, seq, scale,
-                                                   stream(Queue::compute)),
-               "causal_softmax_forward", dims({n, seq, seq}));
+  check_launch(
+      cuda::launch_causal_softmax_forward(scores, probs, n, seq, scale, stream(Queue::compute)),
+      "causal_softmax_forward", dims({n, seq, seq}));
 }
 
 void CudaDevice::causal_softmax_backward(const bf16* probs, const bf16* dprobs, bf16* dscores,
@@ -146,8 +145,8 @@ void CudaDevice::silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, s
                "silu_mul_forward", std::to_string(n));
 }
 
-void CudaDevice::silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up,
-                                   bf16* dgate, bf16* dup, std::int64_t n) {
+void CudaDevice::silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
+                                   bf16* dup, std::int64_t n) {
   bind();
   check_launch(
       cuda::launch_silu_mul_backward(dout, gate, up, dgate, dup, n, stream(Queue::compute)),

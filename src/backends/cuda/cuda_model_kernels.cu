@@ -27,7 +27,9 @@ unsigned grid_for(std::int64_t units) {
   return static_cast<unsigned>(blocks);
 }
 
-__device__ __forceinline__ float bf2f(const bf16* p) { return __uint_as_float(unsigned{p->bits} << 16); }
+__device__ __forceinline__ float bf2f(const bf16* p) {
+  return __uint_as_float(unsigned{p->bits} << 16);
+}
 
 // Bit-exact with zob::f32_to_bf16 (as in cuda_kernels.cu): NaN keeps its sign and payload.
 __device__ __forceinline__ void st_bf16(bf16* p, float f) {
@@ -52,7 +54,8 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;  // a butterfly: every lane adds the same pairs (a + b == b + a), same bits
 }
 __device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
@@ -66,7 +69,7 @@ __device__ float block_reduce(float v, float* shared) {
   __syncthreads();
   float t = lane < kWarps ? shared[lane] : (kMax ? -INFINITY : 0.0f);
   t = kMax ? warp_max(t) : warp_sum(t);  // every warp folds the partials the same way
-  __syncthreads();                        // all reads of `shared` done before its reuse
+  __syncthreads();                       // all reads of `shared` done before its reuse
   return t;
 }
 
@@ -233,7 +236,8 @@ __global__ void causal_softmax_forward_kernel(const bf16* scores, bf16* probs, s
   const bf16* s = scores + row * seq;
   bf16* p = probs + row * seq;
   float m = -INFINITY;
-  for (std::int64_t j = threadIdx.x; j <= i; j += kRowThreads) m = fmaxf(m, __fmul_rn(scale, bf2f(s + j)));
+  for (std::int64_t j = threadIdx.x; j <= i; j += kRowThreads)
+    m = fmaxf(m, __fmul_rn(scale, bf2f(s + j)));
   m = block_reduce<true>(m, shared);
   float sum = 0.0f;
   for (std::int64_t j = threadIdx.x; j <= i; j += kRowThreads) {
@@ -248,8 +252,8 @@ __global__ void causal_softmax_forward_kernel(const bf16* scores, bf16* probs, s
 
 // dot = sum_{j <= i} p * dp; ds = scale * (p * (dp - dot)); ds = 0 for j > i. dscores may be
 // dprobs (same argument as above).
-__global__ void causal_softmax_backward_kernel(const bf16* probs, const bf16* dprobs,
-                                               bf16* dscores, std::int64_t seq, float scale) {
+__global__ void causal_softmax_backward_kernel(const bf16* probs, const bf16* dprobs, bf16* dscores,
+                                               std::int64_t seq, float scale) {
   __shared__ float shared[kRowThreads / 32];
   const std::int64_t row = blockIdx.x;
   const std::int64_t i = row % seq;
@@ -278,9 +282,9 @@ __global__ void silu_mul_forward_kernel(const bf16* __restrict__ gate, const bf1
 }
 
 __global__ void silu_mul_backward_kernel(const bf16* __restrict__ dout,
-                                         const bf16* __restrict__ gate,
-                                         const bf16* __restrict__ up, bf16* __restrict__ dgate,
-                                         bf16* __restrict__ dup, std::int64_t n) {
+                                         const bf16* __restrict__ gate, const bf16* __restrict__ up,
+                                         bf16* __restrict__ dgate, bf16* __restrict__ dup,
+                                         std::int64_t n) {
   ZOB_GRID_STRIDE(i, n) {
     const float x = bf2f(gate + i), d = bf2f(dout + i);
     const float e = 1.0f + expf(-x);
@@ -298,13 +302,13 @@ cudaError_t launch_rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, f
                                    cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   rmsnorm_forward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, weight, y,
-                                                                                 rstd, cols, eps);
+                                                                                  rstd, cols, eps);
   return cudaGetLastError();
 }
 
 cudaError_t launch_rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight,
-                                    const float* rstd, bf16* dx, bf16* dweight,
-                                    std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+                                    const float* rstd, bf16* dx, bf16* dweight, std::int64_t rows,
+                                    std::int64_t cols, cudaStream_t stream) {
   if (cols <= 0) return cudaSuccess;
   if (rows > 0) {
     rmsnorm_backward_dx_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
@@ -312,8 +316,8 @@ cudaError_t launch_rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* w
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   const auto blocks = static_cast<unsigned>((cols + kColX - 1) / kColX);
-  rmsnorm_backward_dw_kernel<<<blocks, dim3(kColX, kColY), 0, stream>>>(
-      dy, x, rstd, dweight, rows < 0 ? 0 : rows, cols);
+  rmsnorm_backward_dw_kernel<<<blocks, dim3(kColX, kColY), 0, stream>>>(dy, x, rstd, dweight,
+                                                                        rows < 0 ? 0 : rows, cols);
   return cudaGetLastError();
 }
 
@@ -338,8 +342,8 @@ cudaError_t launch_from_heads(const bf16* g, bf16* out, std::int64_t batch, std:
   const std::int64_t total = batch * seq * heads * head_dim;
   if (batch <= 0 || seq <= 0 || heads <= 0 || head_dim <= 0 || repeat <= 0) return cudaSuccess;
   if (theta > 0) {
-    from_heads_kernel<true><<<grid_for(total / 2), kThreads, 0, stream>>>(
-        g, out, batch, seq, heads, head_dim, repeat, theta);
+    from_heads_kernel<true><<<grid_for(total / 2), kThreads, 0, stream>>>(g, out, batch, seq, heads,
+                                                                          head_dim, repeat, theta);
   } else {
     from_heads_kernel<false><<<grid_for(total), kThreads, 0, stream>>>(g, out, batch, seq, heads,
                                                                        head_dim, repeat, theta);
@@ -372,8 +376,7 @@ cudaError_t launch_silu_mul_forward(const bf16* gate, const bf16* up, bf16* out,
 }
 
 cudaError_t launch_silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up,
-                                     bf16* dgate, bf16* dup, std::int64_t n,
-                                     cudaStream_t stream) {
+                                     bf16* dgate, bf16* dup, std::int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   silu_mul_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dout, gate, up, dgate, dup, n);
   return cudaGetLastError();

@@ -15,8 +15,8 @@ cudaError_t launch_rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, f
                                    std::int64_t rows, std::int64_t cols, float eps,
                                    cudaStream_t stream);
 cudaError_t launch_rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight,
-                                    const float* rstd, bf16* dx, bf16* dweight,
-                                    std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+                                    const float* rstd, bf16* dx, bf16* dweight, std::int64_t rows,
+                                    std::int64_t cols, cudaStream_t stream);
 cudaError_t launch_to_heads(const bf16* x, bf16* out, std::int64_t batch, std::int64_t seq,
                             std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
                             double theta, cudaStream_t stream);
@@ -31,7 +31,6 @@ cudaError_t launch_causal_softmax_backward(const bf16* probs, const bf16* dprobs
 cudaError_t launch_silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n,
                                     cudaStream_t stream);
 cudaError_t launch_silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up,
-                                     bf16* dgate, bf16* dup, std::int64_t n,
-                                     cudaStream_t stream);
+                                     bf16* dgate, bf16* dup, std::int64_t n, cudaStream_t stream);
 
 }  // namespace zob::cuda
