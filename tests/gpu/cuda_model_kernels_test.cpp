@@ -282,7 +282,9 @@ TEST_P(CudaCausalSoftmax, ForwardAndBackwardMatchCpuInPlaceToo) {
   for (std::size_t i = 0; i < got_p.size(); ++i) {
     const auto row = static_cast<std::int64_t>(i) / seq % seq,
                col = static_cast<std::int64_t>(i) % seq;
-    if (col > row) ASSERT_EQ(got_p[i].bits, 0u) << "masked probs[" << i << "] not +0";
+    if (col > row) {
+      ASSERT_EQ(got_p[i].bits, 0u) << "masked probs[" << i << "] not +0";
+    }
   }
   dev.causal_softmax_forward(d_s.get(), d_s.get(), n, seq, scale);  // in place
   expect_same_bits(d_s.download(), got_p, "softmax in place");
