@@ -158,7 +158,8 @@ class Device {
 
   // ---- decoder-transformer kernels (--model) ----
   // Shared contract of every backend: bf16 in/out, fp32 arithmetic and accumulation, one
-  // rounding to bf16 at each store, deterministic, on Queue::compute, row-major.
+  // rounding to bf16 at each store, deterministic, on Queue::compute, row-major. The CPU
+  // backend's src/backends/cpu/cpu_decoder_kernels.hpp spells out its fp32 evaluation order.
 
   // C_i = op(A_i) * op(B_i) for i in [0, count): A_i = a + i*stride_a (elements), likewise B, C.
   // stride 0 is allowed for A or B (a shared operand), never for C. Used by attention:
