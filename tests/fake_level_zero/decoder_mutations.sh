@@ -25,6 +25,7 @@ mutants=(
   "to_heads_rope_sign|pocl|$k/decoder.cl|f32_to_bf16(x0 * c - x1 * sn)|f32_to_bf16(x0 * c + x1 * sn)"
   "from_heads_rope_sign|pocl|$k/decoder.cl|dst[hd2] = f32_to_bf16(a1 * c - a0 * sn);|dst[hd2] = f32_to_bf16(a1 * c + a0 * sn);"
   "softmax_mask_not_zero|pocl|$k/decoder.cl|j < seq; j += ZOB_WG) pr[j] = 0;|j < seq; j += ZOB_WG) pr[j] = 0x3c00;"
+  "softmax_masked_columns_not_written|pocl|$k/decoder.cl|j < seq; j += ZOB_WG) pr[j] = 0;|j < seq; j += ZOB_WG) {}"
   "softmax_sum_skips_column_0|pocl|$k/decoder.cl|  for (long j = lane; j < end; j += ZOB_WG) sum += exp|  for (long j = lane + 1; j < end; j += ZOB_WG) sum += exp"
   "dsilu_sign|pocl|$k/decoder.cl|return s * (1.0f + x * (1.0f - s));|return s * (1.0f + x * (1.0f + s));"
   "fake_cpu_rope_sign|cpu|tests/fake_level_zero/fake_decoder_kernels.cpp|zob::f32_to_bf16(x0 * c - x1 * sn)|zob::f32_to_bf16(x0 * c + x1 * sn)"
