@@ -82,7 +82,8 @@ TEST_P(CudaGemmBatched, MatchesCpuPerBatchEntry) {
   const auto p = GetParam();
   const std::int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
   const std::int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
-  // Gaps between the entries (16-byte multiples, as attention's buffers are aligned).
+  // Gaps between the entries, which must survive; with m * n odd (77 x 77, seq x seq for an
+  // odd seq) the entries of C start at 2-byte-aligned addresses, as attention's scores do.
   constexpr std::int64_t kGap = 8;
   const std::int64_t stride_a = p.shared_a ? 0 : a_rows * a_cols + 2 * kGap;
   const std::int64_t stride_b = b_rows * b_cols + 3 * kGap, stride_c = p.m * p.n + kGap;
