@@ -189,6 +189,8 @@ TEST_P(CudaRmsNorm, ForwardAndBackwardMatchCpu) {
 
   dev.rmsnorm_forward(d_x.get(), d_w.get(), d_y.get(), d_rstd.get(), rows, cols, eps);
   expect_same_bits(d_y.download(), got_y, "rmsnorm y repeated");
+  // The repeated forward wrote the device's own rstd; the first backward ran on the CPU's.
+  d_rstd.upload(rstd);
   dev.rmsnorm_backward(d_dy.get(), d_x.get(), d_w.get(), d_rstd.get(), d_dx.get(), d_dw.get(), rows,
                        cols);
   expect_same_bits(d_dx.download(), got_dx, "rmsnorm dx repeated");
