@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "zob/device.hpp"
@@ -128,6 +129,9 @@ class LevelZeroDevice final : public Device {
               const std::vector<std::pair<std::size_t, const void*>>& args);
   void launch_1d(Queue q, l0::KernelId id, std::int64_t n, std::int64_t per_item,
                  const std::vector<std::pair<std::size_t, const void*>>& args);
+  // The rotary cos / sin table of (seq, head_dim, theta) in device memory, made on first use
+  // (level_zero_decoder.cpp).
+  const float* rope_table(std::int64_t seq, std::int64_t head_dim, double theta);
 
   DeviceInfo info_;
   ze_driver_handle_t driver_ = nullptr;
@@ -155,6 +159,13 @@ class LevelZeroDevice final : public Device {
   std::size_t peak_ = 0;
   std::map<std::uintptr_t, HostRange> registered_;
   std::map<std::uintptr_t, std::size_t> host_allocs_;
+  // Rotary tables by (seq, head_dim, theta): the host copy stays alive for the asynchronous
+  // upload; the device copy is backend scratch like sum_partials_ (not in memory_in_use).
+  struct RopeTable {
+    std::vector<float> host;
+    void* device = nullptr;
+  };
+  std::map<std::tuple<std::int64_t, std::int64_t, double>, RopeTable> rope_tables_;
 };
 
 }  // namespace zob
