@@ -50,24 +50,15 @@ nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
   return v2;
 }
 
-// A sweep configuration's arm: the script's keys and the arm's identity, its step statistics
-// and its phases' medians (no per-step arrays, no per-phase statistics).
+// A sweep configuration's arm: every field but the per-step and per-round arrays and the
+// ranks, and its phases' medians without their statistics.
 nlohmann::ordered_json sweep_arm_json(const RunResult& run, const ArmResult& r) {
-  const nlohmann::ordered_json full = arm_json(run, r);
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const char* key : {"pin_memory", "register", "device", "model", "params_b", "batch", "seq",
-                          "tokens_per_step", "steps", "step_avg_s", "step_min_s", "gpu_peak_gb",
-                          "arm", "ok", "error", "step_stats"}) {
-    if (full.contains(key)) j[key] = full.at(key);
+  nlohmann::ordered_json j = arm_json(run, r);
+  for (const char* key : {"step_times_s", "losses", "rounds", "ranks"}) j.erase(key);
+  for (auto& [name, p] : j.at("phases").items()) {
+    p.erase("host_s_stats");
+    p.erase("device_s_stats");
   }
-  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
-  for (const auto& [name, p] : full.at("phases").items()) {
-    phases[name] = {{"device_s", p.at("device_s")},
-                    {"host_s", p.at("host_s")},
-                    {"bytes", p.at("bytes")},
-                    {"gb_per_s", p.at("gb_per_s")}};
-  }
-  j["phases"] = std::move(phases);
   return j;
 }
 

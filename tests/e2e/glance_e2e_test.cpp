@@ -422,7 +422,7 @@ TEST(Glance, SweepDriverResultIsCompact) {
            {"step_avg_s", "step_min_s", "gpu_peak_gb", "params_b", "ok", "phases"}) {
         EXPECT_TRUE(a.contains(key)) << key;
       }
-      for (const char* key : {"step_times_s", "losses", "rounds", "environment", "placement"}) {
+      for (const char* key : {"step_times_s", "losses", "rounds", "environment"}) {
         EXPECT_FALSE(a.contains(key)) << key;
       }
       for (const auto& [name, p] : a["phases"].items()) EXPECT_FALSE(p.contains("host_s_stats"));
