@@ -31,7 +31,7 @@ std::string change_of(const RunConfig& c, Arm slow, Arm fast) {
   if (slow == Arm::hostalloc && fast == Arm::registered) {
     return "Registering the buffers (vs the runtime's own pinned allocation, hostalloc)";
   }
-  return fmt::format("The {} arm (vs {})", to_string(fast), to_string(slow));
+  return fmt::format("The {} arm (vs {})", arm_key(c, fast), arm_key(c, slow));
 }
 
 // 0.40 s, 12.3 ms: seconds where they read well, milliseconds below a tenth of one.
@@ -64,7 +64,7 @@ std::string sentence(const RunConfig& c, const Verdict& v, double slow_avg) {
     return fmt::format(
         "not applicable on the CPU device: no registration exists there, so the {:.2f}x between "
         "{} and {} is noise; run on an accelerator (--device cuda or xpu)",
-        v.ratio, to_string(v.fast), to_string(v.slow));
+        v.ratio, arm_key(c, v.fast), arm_key(c, v.slow));
   }
   if (v.rounds >= 2 && v.median && v.low && v.high && *v.low <= 1.0 && *v.high >= 1.0) {
     return fmt::format(
