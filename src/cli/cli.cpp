@@ -142,6 +142,11 @@ CliCommand run_command(const RunOptions& o) {
     check_output_path_writable(o.value(name), name);
     run_flag(name).parse(c, o.value(name));
   }
+  if (c.dry_run && (!c.plot_path.empty() || !c.csv_path.empty())) {
+    throw UsageError(
+        "--plot and --csv draw and list measurements, which --dry-run does not make; drop "
+        "them, or drop --dry-run");
+  }
   return cmd;
 }
 

@@ -391,6 +391,9 @@ TEST(Glance, BadChartNamesAndTyposGetOneLineWithTheFix) {
   r = run_bench({"--zzzzzzzz"});
   EXPECT_EQ(r.rc, 2);
   expect_one_error_line(r, "unknown flag --zzzzzzzz; see zero3-offload-bench --help");
+  r = run_bench(small({"--dry-run", "--csv", temp_path("dry.csv")}));
+  EXPECT_EQ(r.rc, 2);
+  expect_one_error_line(r, "which --dry-run does not make");
   r = run_bench({"plot", "x.json"});
   EXPECT_EQ(r.rc, 2);
   expect_one_error_line(r, "plot needs --out FILE");
