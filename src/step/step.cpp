@@ -90,6 +90,7 @@ class ArmRunner {
   void create_events();
   void make_overlap_schedule();
   const bf16* weights(std::int64_t module) const;
+  const bf16* shared_weights(std::int64_t module) const;
   double forward(StepSample& s);
   double backward(StepSample& s);
   void optimizer_overlap(int t, Clock::time_point t0, StepSample& s, StepTimes& times);
@@ -231,6 +232,15 @@ const bf16* ArmRunner::weights(std::int64_t module) const {
   return param_slot_[fetch_of(module) % 2].as<bf16>();
 }
 
+// The module's shared tensor (a tied head's embedding table): resident at its owner's offset,
+// or fetched right after the module's own tensors. nullptr when it has none.
+const bf16* ArmRunner::shared_weights(std::int64_t module) const {
+  const ModuleSlice& m = this->module(module);
+  if (m.shared.empty()) return nullptr;
+  if (!offload()) return params_.as<bf16>() + m.shared.front().offset;
+  return weights(module) + m.count;
+}
+
 // Fetch a module's bf16 parameters into the next slot of the ring. The slot is overwritten
 // only after the compute that last read it has finished.
 void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
@@ -242,6 +252,12 @@ void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
   dev_.record(fetch_start_[f], Queue::h2d);
   dev_.copy_to_device(Queue::h2d, param_slot_[slot].as<void>(),
                       pbf16_.as<bf16>() + m.offset, static_cast<std::size_t>(m.count) * 2);
+  std::int64_t at = m.count;  // shared tensors again, after the module's own (ZeRO-3 re-fetch)
+  for (const TensorSlice& t : m.shared) {
+    dev_.copy_to_device(Queue::h2d, param_slot_[slot].as<bf16>() + at,
+                        pbf16_.as<bf16>() + t.offset, static_cast<std::size_t>(t.count()) * 2);
+    at += t.count();
+  }
   dev_.record(fetch_end_[f], Queue::h2d);
   fetch_of_module_[static_cast<std::size_t>(module)] = f;  // the one write: see fetch_of
   fetch_host_s_ += seconds_since(t0);
@@ -313,7 +329,7 @@ double ArmRunner::forward(StepSample& s) {
       dev_.queue_wait(Queue::compute, fetch_end_[fetch_of(j)]);
     }
     dev_.record(task_start_[j], Queue::compute);
-    math_.forward(j, weights(j));
+    math_.forward(j, weights(j), shared_weights(j));
     dev_.record(task_end_[j], Queue::compute);
     if (offload()) slot_released_[fetch_of(j) % 2] = &task_end_[j];
   }
@@ -337,7 +353,7 @@ double ArmRunner::backward(StepSample& s) {
     dev_.record(task_start_[task], Queue::compute);
     bf16* g = grad_slot_[gslot].as<bf16>();
     float* g32 = grad_f32_[gslot].as<float>();
-    math_.backward(j, weights(j), g, [&] { offload_grads(j, g, g32); });
+    math_.backward(j, weights(j), g, [&] { offload_grads(j, g, g32); }, shared_weights(j));
     dev_.record(task_end_[task], Queue::compute);
     grad_slot_free_[gslot] = &d2h_end_[j];
     if (offload()) slot_released_[fetch_of(j) % 2] = &task_end_[task];

@@ -31,11 +31,14 @@ struct DeviceSizes {
   std::uint64_t grad_store = 0;
   std::uint64_t flush_temp_bf16 = 0;
   std::uint64_t flush_temp_f32 = 0;
+  // --model: the decoder's saved activations and scratch (decoder_math.hpp); pre, act and
+  // grad_ffn are the synthetic model's and 0 then.
+  std::uint64_t decoder = 0;
 
   std::uint64_t total() const {
     return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + copy_temp_second + hidden +
            pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + grad_store +
-           flush_temp_bf16 + flush_temp_f32;
+           flush_temp_bf16 + flush_temp_f32 + decoder;
   }
 };
 
@@ -45,8 +48,8 @@ void check_step_config(const RunConfig& c, const char* who);
 
 std::int64_t largest_module(const ModelLayout& layout);
 DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
-// Elements fetched per step under offload_param: every module in forward, every module but
-// the head (still resident from forward) again in backward.
+// Elements fetched per step under offload_param: every module (with its shared tensors) in
+// forward, every module but the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
 
 // The lower bound of the arm's step (StepBound, result.hpp) from its timed steps' link and
