@@ -14,6 +14,9 @@ namespace zob {
 // result, unsupported schema_version, missing workload). Never crashes on any input (fuzzed).
 nlohmann::json parse_result_document(std::string_view text, const std::string& origin);
 
+// Reads and parses a saved result file; refusals name `command` ("compare", "plot").
+nlohmann::json read_result_file(const std::string& path, const std::string& command);
+
 struct CompareOptions {
   std::vector<std::string> files;  // at least 2
   bool force = false;              // compare even when the workloads differ

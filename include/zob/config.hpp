@@ -102,6 +102,8 @@ struct RunConfig {
   int gpus = 1;
   int repeats = 1;          // rounds of all arms, interleaved (A B A B ...), each arm a fresh child
   std::string trace_path;   // --trace FILE: Chrome trace of every arm run; empty: none
+  std::string plot_path;    // --plot FILE (.svg / .png): the chart of the run; empty: none
+  std::string csv_path;     // --csv FILE: phases and step times for spreadsheets; empty: none
   bool skip_preflight = false;  // --skip-preflight
   Compat compat = Compat::v1;   // --compat
   bool dry_run = false;         // --dry-run: print the plan and the pre-flight verdict, run nothing

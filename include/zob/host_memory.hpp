@@ -74,6 +74,7 @@ struct HostMemoryCounters {
   std::uint64_t peak_registered_bytes = 0;
   std::uint64_t mapped_bytes = 0;       // every live HostBuffer, page-rounded, whatever its mode
   std::uint64_t peak_mapped_bytes = 0;
+  std::uint64_t runtime_pinned_bytes = 0;  // HostMemoryMode::device_host buffers, page-rounded
 };
 HostMemoryCounters host_memory_counters();
 

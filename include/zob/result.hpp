@@ -113,6 +113,9 @@ struct ArmResult {
   bool registration_verified = false;
   std::uint64_t locked_bytes = 0;     // peak bytes mlocked by this arm
   std::uint64_t registered_bytes = 0; // peak bytes registered by this arm
+  // Bytes the device runtime allocated for this arm (hostalloc: cudaMallocHost /
+  // zeMemAllocHost), which the runtime pins itself; 0 on the CPU device's plain allocation.
+  std::uint64_t runtime_pinned_bytes = 0;
   double register_s = 0;             // time spent registering
   double setup_s = 0;                // allocation + lock + registration + init, untimed
   int adam_threads = 0;

@@ -9,6 +9,7 @@
 #include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "report/json_util.hpp"
+#include "report/plot.hpp"
 #include "report/report.hpp"
 #include "zob/adam_bench.hpp"
 #include "zob/compare.hpp"
@@ -51,6 +52,7 @@ int run_adam(const CliCommand& cmd) {
   std::fflush(stdout);
   if (!cmd.adam_json_path.empty()) {
     write_file_atomically(cmd.adam_json_path, dump_json(r.to_json(), 2) + "\n");
+    stderr_line("", "wrote the result to " + cmd.adam_json_path);
   }
   return exit_code::ok;
 }
@@ -61,7 +63,21 @@ int run_compare(const CliCommand& cmd) {
   std::fflush(stdout);
   if (!cmd.compare_json_path.empty()) {
     write_file_atomically(cmd.compare_json_path, dump_json(c.doc, 2) + "\n");
+    stderr_line("", "wrote the comparison to " + cmd.compare_json_path);
   }
+  return exit_code::ok;
+}
+
+// plot FILE... --out CHART: the saved results read as compare reads them, one column each.
+int run_plot(const CliCommand& cmd) {
+  std::vector<ChartInput> inputs;
+  for (const std::string& path : cmd.compare.files) {
+    const auto slash = path.find_last_of('/');
+    inputs.push_back({slash == std::string::npos ? path : path.substr(slash + 1),
+                      read_result_file(path, "plot")});
+  }
+  write_chart(inputs, cmd.plot_path);
+  stderr_line("", "wrote the chart to " + cmd.plot_path);
   return exit_code::ok;
 }
 
@@ -90,6 +106,7 @@ int app_main(int argc, char** argv, MpiLauncherEntry mpi_launcher) {
       case CliCommand::Kind::run: return run_benchmark(cmd, mpi_launcher);
       case CliCommand::Kind::compare: return run_compare(cmd);
       case CliCommand::Kind::list_devices: return run_list_devices(cmd.run);
+      case CliCommand::Kind::plot: return run_plot(cmd);
     }
   } catch (const UsageError& e) {
     print_error(e.what());

@@ -6,12 +6,16 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
 
+#include "report/plot.hpp"
+#include "zob/backends.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
 #include "zob/run_flags.hpp"
@@ -149,10 +153,16 @@ CliCommand run_command(const RunOptions& o) {
     cmd.kind = CliCommand::Kind::list_devices;
     return cmd;
   }
-  for (const char* name : {"--trace", "--json"}) {
+  for (const char* name : {"--trace", "--json", "--plot", "--csv"}) {
     if (!o.given(name)) continue;
+    if (std::string_view(name) == "--plot") check_plot_path(o.value(name), name);
     check_output_path_writable(o.value(name), name);
     run_flag(name).parse(c, o.value(name));
+  }
+  if (c.dry_run && (!c.plot_path.empty() || !c.csv_path.empty())) {
+    throw UsageError(
+        "--plot and --csv draw and list measurements, which --dry-run does not make; drop "
+        "them, or drop --dry-run");
   }
   return cmd;
 }
@@ -189,6 +199,41 @@ CliCommand compare_command(const CompareOptionsCli& o) {
     check_output_path_writable(o.json, "compare --json");
     cmd.compare_json_path = o.json;
   }
+  return cmd;
+}
+
+struct PlotOptionsCli {
+  CLI::App* app = nullptr;
+  std::vector<std::string> files;
+  std::string out;
+};
+
+void add_plot(CLI::App& app, PlotOptionsCli& o) {
+  o.app = app.add_subcommand("plot",
+                             "draw saved results (--json files or captured stdout) as a "
+                             "chart, side by side");
+  o.app->add_option("files", o.files, "one or more result files")->type_name("FILE");
+  o.app->add_option("--out", o.out, "the chart to write: .svg, or .png (with Cairo)")
+      ->type_name("FILE");
+}
+
+CliCommand plot_command(const PlotOptionsCli& o) {
+  CliCommand cmd;
+  cmd.kind = CliCommand::Kind::plot;
+  if (o.files.empty()) {
+    throw UsageError(
+        "plot needs at least one result file; give e.g. plot run.json --out "
+        "chart.svg");
+  }
+  if (o.out.empty()) {
+    throw UsageError(
+        "plot needs --out FILE (.svg or .png); give e.g. plot run.json --out "
+        "chart.svg");
+  }
+  check_plot_path(o.out, "plot --out");
+  check_output_path_writable(o.out, "plot --out");
+  cmd.compare.files = o.files;
+  cmd.plot_path = o.out;
   return cmd;
 }
 
@@ -240,7 +285,97 @@ void refuse_run_flags_next_to(const CLI::App& app, const CLI::App* sub) {
   }
 }
 
+// Edit distance (insertions, deletions, substitutions, adjacent swaps) of two flag names.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t sub = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + sub});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The long names ("--hidden") of the options of `app` (its own, not its subcommands').
+std::vector<std::string> flag_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& n : opt->get_lnames()) out.push_back("--" + n);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string misspelt_flag_text(const CLI::App& app, const std::vector<std::string>& args) {
+  // The flags known where each argument stands: the run's, or a subcommand's after its name.
+  std::vector<std::string> known = flag_names(app);
+  std::string where;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) {
+      for (const CLI::App* sub : app.get_subcommands({})) {
+        if (sub->get_name() == arg && where.empty()) {
+          known = flag_names(*sub);
+          where = arg + " ";
+        }
+      }
+      continue;
+    }
+    const std::string name = arg.substr(0, arg.find('='));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string best;
+    std::size_t best_d = 0;
+    for (const std::string& k : known) {
+      const std::size_t dist = edit_distance(name, k);
+      if (best.empty() || dist < best_d) {
+        best = k;
+        best_d = dist;
+      }
+    }
+    // Up to a third of the name may be wrong ("--hiden", "--stpes", "--warmpu").
+    if (!best.empty() && best_d * 3 <= name.size()) {
+      return fmt::format("unknown flag {}{}; did you mean {}?", where, name, best);
+    }
+    return fmt::format("unknown flag {}{}; see {} {}--help", where, name, kProgram, where);
+  }
+  return "";
+}
+
+std::string version_text() {
+  // The plugins are looked for next to the executable, as the registry does (or in
+  // ZOB_PLUGIN_DIR).
+  std::string dir;
+  if (const char* env = std::getenv("ZOB_PLUGIN_DIR"); env != nullptr && *env != '\0') {
+    dir = env;
+  } else {
+    std::string exe(4096, '\0');
+    const ssize_t n = ::readlink("/proc/self/exe", exe.data(), exe.size() - 1);
+    exe.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    const auto slash = exe.rfind('/');
+    dir = slash == std::string::npos ? "." : exe.substr(0, slash);
+  }
+  std::string backends;
+  for (const BackendInfo& b : kBackends) {
+    if (!backends.empty()) backends += ", ";
+    if (b.plugin == nullptr) {
+      backends += std::string(b.name) + " (built in)";
+    } else {
+      const bool present = ::access((dir + "/" + b.plugin).c_str(), R_OK) == 0;
+      backends += fmt::format("{} ({})", b.name, present ? "plugin present" : "not built");
+    }
+  }
+  return fmt::format("{} {} (commit {}, {} build)\nbackends: {}\ncharts: svg{}", kProgram,
+                     ZOB_VERSION, ZOB_GIT_COMMIT, ZOB_BUILD_TYPE, backends,
+                     plot_png_available() ? ", png (Cairo)" : " (no png: built without Cairo)");
+}
 
 void validate_adam_options(const AdamBenchOptions& o) {
   auto in = [](const char* flag, std::int64_t v, std::int64_t max) {
@@ -278,7 +413,7 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
       "Measures what registering host memory with the accelerator does to a ZeRO-3 "
       "CPU-offload training step.",
       kProgram};
-  app.set_version_flag("--version", std::string(kProgram) + " " + ZOB_VERSION);
+  app.set_version_flag("--version", version_text());
   app.require_subcommand(0, 1);
   RunOptions run;
   add_run_options(app, run);
@@ -286,6 +421,8 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
   add_compare(app, compare);
   AdamOptionsCli adam;
   add_adam(app, adam);
+  PlotOptionsCli plot;
+  add_plot(app, plot);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend() - (args.empty() ? 0 : 1));
   try {
@@ -296,10 +433,16 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
     cmd.exit_code = app.exit(e, std::cout, std::cerr);
     return cmd;
   } catch (const CLI::ParseError& e) {
+    // A misspelt flag gets the nearest known one, in this tool's words, not CLI11's.
+    if (const std::string typo = misspelt_flag_text(app, args); !typo.empty()) {
+      throw UsageError(typo);
+    }
     throw UsageError(one_line(e.what()) + "; see " + kProgram + " --help");
   }
   refuse_run_flags_next_to(app, adam.app);
   refuse_run_flags_next_to(app, compare.app);
+  refuse_run_flags_next_to(app, plot.app);
+  if (plot.app->parsed()) return plot_command(plot);
   if (compare.app->parsed()) return compare_command(compare);
   if (adam.app->parsed()) return adam_command(adam);
   return run_command(run);

@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 #include "zob/adam_bench.hpp"
 #include "zob/compare.hpp"
 #include "zob/config.hpp"
@@ -13,7 +17,7 @@
 namespace zob {
 
 struct CliCommand {
-  enum class Kind { run, adam, exit_now, compare, list_devices };
+  enum class Kind { run, adam, exit_now, compare, list_devices, plot };
   Kind kind = Kind::run;
   RunConfig run;                  // Kind::run, Kind::list_devices (device index, timeout)
   AdamBenchOptions adam;          // Kind::adam
@@ -21,6 +25,7 @@ struct CliCommand {
   int exit_code = 0;              // Kind::exit_now (--help, --version)
   CompareOptions compare;         // Kind::compare
   std::string compare_json_path;  // Kind::compare, "" = none
+  std::string plot_path;          // Kind::plot: the chart (its inputs are compare.files)
   // Kind::run: --launcher fork (default: the ranks of --gpus N are forked on this host) or
   // mpi (this process is one rank started by mpirun; src/driver/mpi_launcher.cpp). The mpi
   // launcher takes --gpus from the MPI world size, so it needs to know what was given.
@@ -35,6 +40,15 @@ struct CliCommand {
 CliCommand parse_command_line(const std::vector<std::string>& args);
 
 void validate_adam_options(const AdamBenchOptions& options);
+
+// "zero3-offload-bench 1.0.0 (commit ..., Release build)", the backends (built in, plugin
+// present next to the executable, or not built) and the chart formats: what --version prints.
+std::string version_text();
+
+// For a command line CLI11 refused: "unknown flag --hiden; did you mean --hidden?" for the
+// first unknown --flag (or "...; see ... --help" when nothing is close); "" when every flag
+// is known (the refusal is about something else).
+std::string misspelt_flag_text(const CLI::App& app, const std::vector<std::string>& args);
 
 // Refuses (UsageError) a path that cannot be written: opens it for append, and removes it
 // again when the check created it.

@@ -155,6 +155,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"compat", to_string(c.compat)},
       {"ablate_register", c.ablate_register},
       {"dry_run", c.dry_run},
+      {"plot_path", c.plot_path},     {"csv_path", c.csv_path},
       {"model", model_architecture_json(c.model)},
   };
 }
@@ -195,6 +196,8 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.compat = parse_compat(j.value("compat", std::string("v1")));
   c.ablate_register = j.value("ablate_register", false);
   c.dry_run = j.value("dry_run", false);
+  c.plot_path = j.value("plot_path", std::string());
+  c.csv_path = j.value("csv_path", std::string());
 }
 
 }  // namespace zob

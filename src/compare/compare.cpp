@@ -1,5 +1,6 @@
 #include "zob/compare.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -111,6 +112,17 @@ nlohmann::json parse_result_document(std::string_view text, const std::string& o
   return doc;
 }
 
+nlohmann::json read_result_file(const std::string& path, const std::string& command) {
+  try {
+    return parse_result_document(read_whole(path), path);
+  } catch (const UsageError& e) {
+    std::string why = e.what();
+    const std::string own = "compare: ";
+    if (command != "compare" && why.rfind(own, 0) == 0) why = command + ": " + why.substr(own.size());
+    throw UsageError(why);
+  }
+}
+
 namespace {
 
 // Refuses (UsageError naming the first differing key) files of different workloads.
@@ -134,9 +146,50 @@ void check_same_workload(const std::vector<nlohmann::json>& docs,
   }
 }
 
+// Width of a file's column: its label, or the widest cell ("   0.1234 s/step  x1.000").
+constexpr std::size_t kCellWidth = 27;
+std::size_t column_width(const std::string& label) { return std::max(label.size(), kCellWidth); }
+
+// The phases' median time per step of an arm object (device time where the phase has it).
+double phase_ms(const nlohmann::json& doc, const char* arm, const std::string& phase) {
+  if (!doc.contains(arm) || !doc[arm].is_object() || !doc[arm].contains("phases")) return -1;
+  const auto& phases = doc[arm]["phases"];
+  if (!phases.is_object() || !phases.contains(phase) || !phases[phase].is_object()) return -1;
+  const double dev = number_or(phases[phase], "device_s", -1);
+  const double host = number_or(phases[phase], "host_s", -1);
+  return (dev >= 0 ? dev : host) >= 0 ? (dev >= 0 ? dev : host) * 1e3 : -1;
+}
+
+// "phase deltas": per arm and phase, the milliseconds in each file and the change from the
+// first file's, so that where the time went is read, not only how much.
+void phase_deltas(const char* arm, const std::vector<nlohmann::json>& docs,
+                  const std::vector<std::size_t>& widths, std::ostringstream& text) {
+  std::vector<std::string> names;
+  for (const auto& d : docs) {
+    if (!d.contains(arm) || !d[arm].is_object() || !d[arm].contains("phases") ||
+        !d[arm]["phases"].is_object()) {
+      continue;
+    }
+    for (const auto& [n, v] : d[arm]["phases"].items()) {
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+  }
+  for (const auto& n : names) {
+    text << fmt::format("{:<14}{:<14}", arm, n);
+    const double first = phase_ms(docs.front(), arm, n);
+    for (std::size_t f = 0; f < docs.size(); ++f) {
+      const double ms = phase_ms(docs[f], arm, n);
+      std::string c = ms < 0 ? "-" : fmt::format("{:.3f} ms", ms);
+      if (f > 0 && ms >= 0 && first >= 0) c += fmt::format(" ({:+.3f})", ms - first);
+      text << fmt::format(" | {:>{}}", c, widths[f]);
+    }
+    text << '\n';
+  }
+}
+
 // One arm's row: its average step in each file and the ratio to the first file's.
 nlohmann::json arm_row(const char* arm, const std::vector<nlohmann::json>& docs,
-                       std::ostringstream& text) {
+                       const std::vector<std::size_t>& widths, std::ostringstream& text) {
   text << fmt::format("{:<14}", arm);
   double first = -1;
   nlohmann::json per_file = nlohmann::json::array();
@@ -144,7 +197,9 @@ nlohmann::json arm_row(const char* arm, const std::vector<nlohmann::json>& docs,
     const double avg = d.contains(arm) && d[arm].is_object() ? number_or(d[arm], "step_avg_s", -1) : -1;
     if (first < 0) first = avg;
     const double ratio = (first > 0 && avg > 0) ? avg / first : -1;
-    text << fmt::format(" | {:>12} s/step {:>7}", cell(avg, "{:.4f}"), ratio > 0 ? fmt::format("x{:.3f}", ratio) : "-");
+    const std::string c = fmt::format("{:>12} s/step {:>7}", cell(avg, "{:.4f}"),
+                                      ratio > 0 ? fmt::format("x{:.3f}", ratio) : "-");
+    text << fmt::format(" | {:>{}}", c, widths[per_file.size()]);
     nlohmann::json entry{{"step_avg_s", avg > 0 ? nlohmann::json(avg) : nlohmann::json(nullptr)},
                          {"ratio_to_first", ratio > 0 ? nlohmann::json(ratio) : nlohmann::json(nullptr)}};
     if (d.contains(arm) && d[arm].is_object() && d[arm].contains("phases")) entry["phases"] = d[arm]["phases"];
@@ -169,24 +224,35 @@ Comparison compare_results(const CompareOptions& options) {
   Comparison out;
   out.doc = {{"files", options.files}, {"labels", labels}, {"workload", docs.front()["workload"]}};
   std::ostringstream text;
+  std::vector<std::size_t> widths;
+  for (const auto& l : labels) widths.push_back(column_width(l));
   text << fmt::format("{:<14}", "arm");
-  for (const auto& l : labels) text << fmt::format(" | {:>28}", l);
+  for (std::size_t f = 0; f < labels.size(); ++f) text << fmt::format(" | {:>{}}", labels[f], widths[f]);
   text << '\n';
   nlohmann::json arms = nlohmann::json::object();
+  std::vector<const char*> present_arms;
   for (const char* arm : kArmNames) {
     bool present = false;
     for (const auto& d : docs) present |= d.contains(arm) && d[arm].is_object();
-    if (present) arms[arm] = arm_row(arm, docs, text);
+    if (present) {
+      arms[arm] = arm_row(arm, docs, widths, text);
+      present_arms.push_back(arm);
+    }
   }
   out.doc["arms"] = arms;
   text << fmt::format("{:<14}", "speedup");
   nlohmann::json speedups = nlohmann::json::array();
-  for (const auto& d : docs) {
-    const double s = number_or(d, "speedup", -1);
-    text << fmt::format(" | {:>28}", s > 0 ? fmt::format("{:.2f}x", s) : "-");
+  for (std::size_t f = 0; f < docs.size(); ++f) {
+    const double s = number_or(docs[f], "speedup", -1);
+    text << fmt::format(" | {:>{}}", s > 0 ? fmt::format("{:.2f}x", s) : "-", widths[f]);
     speedups.push_back(s > 0 ? nlohmann::json(s) : nlohmann::json(nullptr));
   }
   text << '\n';
+  text << "\nphase deltas (median ms per step; in brackets the change from the first file)\n";
+  text << fmt::format("{:<14}{:<14}", "arm", "phase");
+  for (std::size_t f = 0; f < labels.size(); ++f) text << fmt::format(" | {:>{}}", labels[f], widths[f]);
+  text << '\n';
+  for (const char* arm : present_arms) phase_deltas(arm, docs, widths, text);
   out.doc["speedup"] = speedups;
   out.text = text.str();
   return out;

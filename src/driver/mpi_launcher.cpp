@@ -158,7 +158,7 @@ int report(RunResult& run, Arm arm) {
   if (!run.arms.empty() && !run.arms[0].ok) {
     stderr_line("error: ", fmt::format("arm {}: {}", to_string(arm), run.arms[0].error));
   }
-  for (const auto& w : spread_warnings(run)) stderr_line("warning: ", w);
+  for (const auto& w : run_warnings(run)) stderr_line("warning: ", w);
   const std::string text = render_stdout(run);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
@@ -166,10 +166,13 @@ int report(RunResult& run, Arm arm) {
   try {
     if (!run.config.json_path.empty()) {
       write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
+      stderr_line("", "wrote the result (DRIVERRESULT) to " + run.config.json_path);
     }
     if (!run.config.trace_path.empty() && !run.arms[0].samples.empty()) {
       write_json_file(run.config.trace_path, chrome_trace({{to_string(arm), &run.arms[0]}}));
+      stderr_line("", "wrote the trace to " + run.config.trace_path);
     }
+    for (const std::string& what : write_run_files(run)) stderr_line("", "wrote " + what);
   } catch (const std::exception& e) {
     stderr_line("error: ", e.what());
     written = false;

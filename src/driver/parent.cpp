@@ -131,6 +131,7 @@ bool write_trace(const RunResult& run) {
   }
   try {
     write_json_file(run.config.trace_path, chrome_trace(traced));
+    stderr_line("", "wrote the trace to " + run.config.trace_path);
   } catch (const std::exception& e) {
     error_line(e.what());
     return false;
@@ -152,14 +153,23 @@ bool print_reports(const RunResult& run) {
   const std::string text = render_stdout(run);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
-  if (run.config.json_path.empty()) return true;
+  bool ok = true;
+  if (!run.config.json_path.empty()) {
+    try {
+      write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
+      stderr_line("", "wrote the result (DRIVERRESULT) to " + run.config.json_path);
+    } catch (const std::exception& e) {
+      error_line(e.what());
+      ok = false;
+    }
+  }
   try {
-    write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
+    for (const std::string& what : write_run_files(run)) stderr_line("", "wrote " + what);
   } catch (const std::exception& e) {
     error_line(e.what());
-    return false;
+    ok = false;
   }
-  return true;
+  return ok;
 }
 
 }  // namespace
@@ -291,7 +301,7 @@ void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run
 
 // 3. Reports, then the exit code.
 int report_run(const RunResult& run, int stopped_by) {
-  for (const auto& w : spread_warnings(run)) warning_line(w);
+  for (const auto& w : run_warnings(run)) warning_line(w);
   const bool written = print_reports(run);
   const bool traced = write_trace(run);
   if (stopped_by != 0) return exit_code_for_signal(stopped_by);

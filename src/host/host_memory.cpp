@@ -31,6 +31,8 @@ namespace {
 
 std::atomic<std::uint64_t> g_locked{0}, g_registered{0}, g_peak_locked{0}, g_peak_registered{0};
 std::atomic<std::uint64_t> g_mapped{0}, g_peak_mapped{0};
+// Host memory the device runtime allocated (and pins itself: cudaMallocHost / zeMemAllocHost).
+std::atomic<std::uint64_t> g_runtime_pinned{0}, g_peak_runtime_pinned{0};
 
 void add(std::atomic<std::uint64_t>& value, std::atomic<std::uint64_t>& peak, std::uint64_t n) {
   const std::uint64_t now = value.fetch_add(n) + n;
@@ -88,7 +90,7 @@ HostMemoryMode pinned_mode_for(Arm arm) {
 
 HostMemoryCounters host_memory_counters() {
   return {g_locked.load(),  g_registered.load(), g_peak_locked.load(), g_peak_registered.load(),
-          g_mapped.load(), g_peak_mapped.load()};
+          g_mapped.load(), g_peak_mapped.load(), g_runtime_pinned.load()};
 }
 
 HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name,
@@ -108,6 +110,7 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
   if (mode == HostMemoryMode::device_host) {
     data_ = device->allocate_host(mapped_bytes_);  // throws on failure; nothing to undo
     add(g_mapped, g_peak_mapped, mapped_bytes_);
+    add(g_runtime_pinned, g_peak_runtime_pinned, mapped_bytes_);
     return;
   }
 
@@ -216,6 +219,7 @@ void HostBuffer::release() noexcept {
   }
   if (mode_ == HostMemoryMode::device_host) {
     device_->deallocate_host(data_);
+    g_runtime_pinned.fetch_sub(mapped_bytes_);
   } else {
     munmap(data_, mapped_bytes_);
   }

@@ -7,6 +7,7 @@
 
 #include "report/json_util.hpp"
 #include "report/report.hpp"
+#include "report/verdict.hpp"
 #include "zob/environment.hpp"
 #include "zob/phase.hpp"
 #include "zob/text.hpp"
@@ -122,6 +123,12 @@ std::vector<std::string> spread_warnings(const RunResult& run) {
   return out;
 }
 
+std::vector<std::string> run_warnings(const RunResult& run) {
+  std::vector<std::string> out = spread_warnings(run);
+  if (std::string w = not_applicable_warning(run); !w.empty()) out.push_back(std::move(w));
+  return out;
+}
+
 std::string first_round_difference(const RunResult& run) {
   for (Arm arm : run.config.arms) {
     const auto runs = runs_of(run, arm);
@@ -198,7 +205,7 @@ void add_run_details(nlohmann::ordered_json& j, const RunResult& run) {
                              {"method", m.method},
                              {"rounds", ratios.size()}};
   }
-  j["warnings"] = spread_warnings(run);
+  j["warnings"] = run_warnings(run);
   j["environment"] = run.has_environment
                          ? nlohmann::json(environment_json(run.host, run.device_info))
                          : nlohmann::json(nullptr);
@@ -289,6 +296,10 @@ std::string render_registration_lines(const RunResult& run) {
     if (!a.ok) continue;
     std::string line = fmt::format("registration: {}: {} locked, {} registered", to_string(a.arm),
                                    bytes_text(a.locked_bytes), bytes_text(a.registered_bytes));
+    if (a.runtime_pinned_bytes > 0) {
+      line += fmt::format(", {} pinned by the runtime ({})", bytes_text(a.runtime_pinned_bytes),
+                          a.device == "cuda" ? "cudaMallocHost" : a.device == "xpu" ? "zeMemAllocHost" : "allocate_host");
+    }
     line += fmt::format(" ({}{})", a.registration.empty() ? "none" : a.registration,
                         a.registered_bytes > 0 ? (a.registration_verified ? ", verified"
                                                                           : ", NOT verified")

@@ -36,6 +36,10 @@ Summary step_summary(const ArmResult& arm);
 // of its median. Printed on stderr and listed in DRIVERRESULT's "warnings".
 std::vector<std::string> spread_warnings(const RunResult& run);
 
+// spread_warnings, then the CPU device's "registration does not apply" (verdict.hpp): what
+// stderr shows as "warning:" lines and DRIVERRESULT lists in "warnings".
+std::vector<std::string> run_warnings(const RunResult& run);
+
 // First difference between rounds of one arm (losses of every step, then the checksum); ""
 // when every completed round agrees with the first completed one.
 std::string first_round_difference(const RunResult& run);

@@ -6,13 +6,17 @@
 
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 #include <fmt/format.h>
 #include <map>
 
 #include "report/details.hpp"
+#include "report/csv.hpp"
 #include "report/json_util.hpp"
+#include "report/plot.hpp"
+#include "report/verdict.hpp"
+#include "report/glance.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
 
@@ -44,6 +48,18 @@ nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
     if (it.key() != "register") v2[it.key()] = it.value();
   }
   return v2;
+}
+
+// A sweep configuration's arm: every field but the per-step and per-round arrays and the
+// ranks, and its phases' medians without their statistics.
+nlohmann::ordered_json sweep_arm_json(const RunResult& run, const ArmResult& r) {
+  nlohmann::ordered_json j = arm_json(run, r);
+  for (const char* key : {"step_times_s", "losses", "rounds", "ranks"}) j.erase(key);
+  for (auto& [name, p] : j.at("phases").items()) {
+    p.erase("host_s_stats");
+    p.erase("device_s_stats");
+  }
+  return j;
 }
 
 std::string fmt_seconds(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
@@ -152,9 +168,6 @@ std::optional<double> speedup(const RunResult& run) {
   return slow->step_avg_s / fast->step_avg_s;
 }
 
-namespace {
-
-// One configuration's arms as a RunResult of their own, for the per-configuration reports.
 RunResult point_result(const RunResult& run, const SweepPoint& point) {
   RunResult r;
   r.config = run.config;
@@ -163,8 +176,12 @@ RunResult point_result(const RunResult& run, const SweepPoint& point) {
   r.arms = point.arms;
   // The rounds kept in the run are those of the first configuration (the top level's).
   if (run.sweep.empty() || &point == &run.sweep.front()) r.rounds = run.rounds;
+  r.has_environment = run.has_environment;
+  r.device_info = run.device_info;
   return r;
 }
+
+namespace {
 
 std::string render_arms_table(const RunResult& run);
 
@@ -203,12 +220,15 @@ std::string render_arms_table(const RunResult& run) {
     out += fmt::format("model: {}  params: {}B  device: {}\n", a.model, params_b, a.device);
     out += fmt::format("batch: {} x seq: {}  ({} tokens/step)\n\n", a.batch, a.seq, a.tokens_per_step);
   }
+  // The CPU device has no GPU: its peak is the device's (host) allocations.
+  const char* peak = registration_applicable(run) ? "GPU peak (GB)" : "device peak (GB)";
   out += fmt::format("{:<{}}{:>14}{:>14}{:>{}}\n", "arm", name_w, "avg step (s)", "min step (s)",
-                     "GPU peak (GB)", peak_w);
+                     peak, std::max(peak_w, static_cast<int>(std::strlen(peak)) + 1));
   for (const auto& a : run.arms) {
     if (a.ok) {
       out += fmt::format("{:<{}}{:>14}{:>14}{:>{}.2f}\n", arm_label(c, a.arm), name_w,
-                         secs(a.step_avg_s), secs(a.step_min_s), a.gpu_peak_gb, peak_w);
+                         secs(a.step_avg_s), secs(a.step_min_s), a.gpu_peak_gb,
+                         std::max(peak_w, static_cast<int>(std::strlen(peak)) + 1));
     } else {
       out += fmt::format("{:<{}}FAILED: {}\n", arm_label(c, a.arm), name_w, a.error);
     }
@@ -280,7 +300,9 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
     nlohmann::ordered_json e = {{"chunk_elems", point.chunk_elems},
                                 {"sub_group_size", point.sub_group_size}};
     const RunResult part = point_result(run, point);
-    for (const auto& a : point.arms) e[arm_key(c, a.arm)] = arm_json(part, a);
+    // Compact: the top-level arms hold every field of the first configuration; a sweep of
+    // many configurations would otherwise repeat them all (16.7 KB for four).
+    for (const auto& a : point.arms) e[arm_key(c, a.arm)] = sweep_arm_json(part, a);
     const auto ps = speedup(part);
     e["speedup"] = ps ? finite_or_null(*ps) : nlohmann::json(nullptr);
     sweep.push_back(std::move(e));
@@ -293,15 +315,34 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["interrupted"] = run.interrupted.empty() ? nlohmann::json(nullptr)
                                              : nlohmann::json(run.interrupted);
   add_run_details(j, run);
+  j["registration_applicable"] = registration_applicable(run);
+  j["verdicts"] = verdicts_json(run);
   return j;
 }
 
 std::string render_stdout(const RunResult& run) {
   // The Python script's lines keep their form and order (table, speedup, DRIVERRESULT); the
   // "# " header and the phase and registration sections are additions around them.
+  // The verdict comes last before DRIVERRESULT: the line a reader looks for.
   return render_environment_header(run) + render_table(run) + render_phase_section(run) +
-         render_registration_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) +
-         "\n";
+         render_phase_bars(run) + render_registration_lines(run) + render_verdict_lines(run) +
+         "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
+}
+
+std::vector<std::string> write_run_files(const RunResult& run) {
+  std::vector<std::string> written;
+  const RunConfig& c = run.config;
+  if (c.csv_path.empty() && c.plot_path.empty()) return written;
+  const nlohmann::json doc = nlohmann::json::parse(dump_json(driver_result_json(run)));
+  if (!c.csv_path.empty()) {
+    write_file_atomically(c.csv_path, render_csv(doc));
+    written.push_back("the CSV to " + c.csv_path);
+  }
+  if (!c.plot_path.empty()) {
+    write_chart({{"this run", doc}}, c.plot_path);
+    written.push_back("the chart to " + c.plot_path);
+  }
+  return written;
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

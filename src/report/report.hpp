@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "zob/result.hpp"
 
@@ -39,6 +40,10 @@ std::string arm_label(const RunConfig& config, Arm arm);
 // slow avg / fast avg (speedup_arms); nullopt unless both arms completed with a positive avg.
 std::optional<double> speedup(const RunResult& run);
 
+// One configuration of a sweep as a RunResult of its own (the first keeps the run's rounds),
+// for the per-configuration reports.
+RunResult point_result(const RunResult& run, const SweepPoint& point);
+
 // The table, and the speedup line when it is computable. Ends with a newline.
 std::string render_table(const RunResult& run);
 // The DRIVERRESULT document (also what --json writes). Ordered: the Python script's keys come
@@ -46,6 +51,10 @@ std::string render_table(const RunResult& run);
 nlohmann::ordered_json driver_result_json(const RunResult& run);
 // render_table + "DRIVERRESULT=<one line of JSON>\n": everything the run prints on stdout.
 std::string render_stdout(const RunResult& run);
+
+// --csv and --plot of the run, each rendered from the DRIVERRESULT document; returns what was
+// written ("the CSV to out.csv"). Throws UsageError when a file cannot be written.
+std::vector<std::string> write_run_files(const RunResult& run);
 
 // Writes `text` to `path` through a temporary file in the same folder and rename(), so
 // readers never see a half-written file. Throws UsageError naming the path and errno.

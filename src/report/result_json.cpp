@@ -176,6 +176,8 @@ Json arm_object(const ArmResult& r, ArmDocument doc) {
   j["step_min_s"] = measured(r.step_min_s);
   j["gpu_peak_gb"] = measured(r.gpu_peak_gb);
   // additions
+  // The exact count: params_b keeps the script's 3 decimals (0.0 for a small model).
+  if (!pipe) j["params"] = r.params;
   j["arm"] = to_string(r.arm);
   j["ok"] = r.ok;
   if (pipe) j["error"] = r.error;
@@ -200,6 +202,7 @@ Json arm_object(const ArmResult& r, ArmDocument doc) {
   j["registration_verified"] = r.registration_verified;
   j["locked_bytes"] = r.locked_bytes;
   j["registered_bytes"] = r.registered_bytes;
+  j["runtime_pinned_bytes"] = r.runtime_pinned_bytes;
   j["register_s"] = finite_or_null(r.register_s);
   j["setup_s"] = finite_or_null(r.setup_s);
   j["adam_threads"] = r.adam_threads;
@@ -248,6 +251,9 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.registration_verified = j.at("registration_verified").get<bool>();
   r.locked_bytes = integer<std::uint64_t>(j.at("locked_bytes"));
   r.registered_bytes = integer<std::uint64_t>(j.at("registered_bytes"));
+  r.runtime_pinned_bytes = j.contains("runtime_pinned_bytes")
+                               ? integer<std::uint64_t>(j.at("runtime_pinned_bytes"))
+                               : 0;
   r.register_s = number_or_nan(j.at("register_s"));
   r.setup_s = number_or_nan(j.at("setup_s"));
   r.adam_threads = integer<int>(j.at("adam_threads"));

@@ -40,6 +40,14 @@ ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device&
   r.locked_bytes = setup.after.locked_bytes - setup.before.locked_bytes;
   r.registered_bytes = setup.after.registered_bytes - setup.before.registered_bytes;
   r.register_s = setup.register_s;
+  if (pinned_mode_for(arm) == HostMemoryMode::device_host) {
+    // The runtime's allocation is pinned by the runtime: neither mlock nor a registration of
+    // ours, but page-locked all the same (on the CPU device it is plain memory).
+    const bool pinned = device.registration_applicable();
+    r.registration = pinned ? "runtime-pinned" : "not-applicable";
+    r.runtime_pinned_bytes =
+        pinned ? setup.after.runtime_pinned_bytes - setup.before.runtime_pinned_bytes : 0;
+  }
   if (pinned_mode_for(arm) == HostMemoryMode::registered) {
     const std::string& method = setup.master->registration_method();
     r.registration = method.empty() ? "not-applicable" : method;

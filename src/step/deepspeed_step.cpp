@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <fmt/format.h>
 #include <string>
 #include <vector>
 
@@ -383,7 +384,7 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
     host_.scale += seconds_between(ts, ta);
     host_.adam += seconds_between(ta, tc);
     (offload() ? host_.cast : host_.copy_back) += seconds_between(tc, te);
-    const std::string tag = "[" + std::to_string(gi) + "]";
+    const std::string tag = fmt::format("[{}]", gi);
     s.spans.push_back({"cpu_adam", "grad_scale" + tag, seconds_between(t0, ts), seconds_between(ts, ta)});
     s.spans.push_back({"cpu_adam", "adam" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
     if (offload()) s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 #include <memory>
 #include <string>
 #include <vector>
@@ -384,7 +385,7 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
   for (std::size_t gi = 0; gi < sub_groups_.size(); ++gi) {
     const SubGroup& sg = sub_groups_[gi];
     const std::int64_t len = sg.end - sg.begin;
-    const std::string tag = "[" + std::to_string(gi) + "]";
+    const std::string tag = fmt::format("[{}]", gi);
     const auto ta = Clock::now();
     adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
               exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, len, t,
@@ -464,7 +465,7 @@ void ArmRunner::report_copy_back(StepSample& s, const StepTimes& times) {
   for (std::int64_t p = 0; p < pieces_; ++p) {
     cb.device_s += dur(cb_copy_start_[p], cb_cast_end_[p]);
     link_.h2d_s += dur(cb_copy_start_[p], cb_copy_end_[p]);
-    const std::string tag = "[" + std::to_string(p) + "]";
+    const std::string tag = fmt::format("[{}]", p);
     s.spans.push_back({"h2d", to_string(Phase::copy_back) + tag, rel(cb_copy_start_[p]),
                        dur(cb_copy_start_[p], cb_copy_end_[p])});
     s.spans.push_back({"compute", "cast" + tag, rel(cb_cast_start_[p]),

@@ -268,7 +268,9 @@ void expect_name_kept_on_one_line(const std::string& text, const std::string& af
     EXPECT_NE(line.rfind(after_newline, 0), 0u) << "a name was split over two lines: " << line;
     results += line.rfind("DRIVERRESULT=", 0) == 0 ? 1 : 0;
   }
-  if (text.find("DRIVERRESULT=") != std::string::npos) EXPECT_EQ(results, 1) << text;
+  if (text.find("DRIVERRESULT=") != std::string::npos) {
+    EXPECT_EQ(results, 1) << text;
+  }
 }
 
 // The hostname has quotes, a backslash, a newline, a control byte and bytes that are not UTF-8;

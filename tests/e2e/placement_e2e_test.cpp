@@ -65,7 +65,9 @@ TEST(PlacementE2E, TwoRanksSplitTheAllowedCpus) {
       EXPECT_EQ(mine.size(), cpus.size()) << "one Adam thread per slice CPU by default";
       for (int c : mine) {
         EXPECT_TRUE(ok.count(c)) << "CPU " << c << " is not allowed";
-        if (allowed.size() >= 2) EXPECT_TRUE(seen.insert(c).second) << "CPU " << c << " twice";
+        if (allowed.size() >= 2) {
+          EXPECT_TRUE(seen.insert(c).second) << "CPU " << c << " twice";
+        }
       }
       const std::string line = "[" + std::string(arm) + " rank " + std::to_string(k) +
                                "/2] Adam threads: " + std::to_string(cpus.size()) +

@@ -243,7 +243,9 @@ TEST(CastF32ToBf16Host, EveryIsaMatchesTheScalarDefinitionBitForBit) {
                 << " shift=" << shift;
           }
           EXPECT_EQ(dst[len], 0xabcd) << "wrote past the end";
-          if (shift > 0) EXPECT_EQ(buf[0], 0xabcd) << "wrote before the start";
+          if (shift > 0) {
+            EXPECT_EQ(buf[0], 0xabcd) << "wrote before the start";
+          }
         }
       }
     }

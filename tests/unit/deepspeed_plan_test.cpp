@@ -46,7 +46,9 @@ TEST(DeepSpeedPlan, DefaultsMatchTheProfiledCopyCounts) {
   // The whole model is fetched once: nothing is released before its backward use.
   EXPECT_EQ(p.fetched_elements(), l.total);
   for (std::size_t v = 0; v < p.visits.size(); ++v) {
-    if (!p.visits[v].forward) EXPECT_TRUE(p.visits[v].fetch.empty() && p.visits[v].prefetch.empty());
+    if (!p.visits[v].forward) {
+      EXPECT_TRUE(p.visits[v].fetch.empty() && p.visits[v].prefetch.empty());
+    }
   }
 }
 

@@ -60,7 +60,9 @@ TEST_P(DeepSpeedStep, EqualsStockBitForBit) {
   const DeepSpeedKnobs k = tiny_knobs();
   const step_detail::DeepSpeedPlan plan = step_detail::build_deepspeed_plan(ModelLayout::build(c.model), c.loop, k);
   ASSERT_GE(plan.flushes.size(), 3u);
-  if (c.loop == Loop::offload_param) ASSERT_GT(plan.fetched_elements(), ModelLayout::build(c.model).total);
+  if (c.loop == Loop::offload_param) {
+    ASSERT_GT(plan.fetched_elements(), ModelLayout::build(c.model).total);
+  }
   for (const DeepSpeedKnobs& knobs : {k, DeepSpeedKnobs{}}) {
     const ArmRun ds = run(c, Arm::registered, &knobs);
     ASSERT_TRUE(ds.result.ok) << ds.result.error;

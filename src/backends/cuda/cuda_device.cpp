@@ -237,8 +237,8 @@ Registration CudaDevice::register_host(void* host, std::size_t bytes) {
     cudaGetLastError();
     throw DeviceError(DeviceErrorKind::registration_refused,
                       "cuda: cudaHostRegister(" + mib(bytes) + ") refused: " + err_text(e) +
-                          " (page-aligned range required; run without --register to compare "
-                          "against unregistered memory only)");
+                          " (page-aligned range required; run --arms unregistered,pageable to "
+                          "measure without registration)");
   }
   // Trust but verify: the range must now be host memory with a device mapping. Anything else
   // would make the "registered" arm silently measure pageable copies.

@@ -1,0 +1,44 @@
+// The verdict: one plain sentence per comparison of two arms, printed last before DRIVERRESULT
+// and listed in it ("verdicts"), so that what a run found can be read without knowing what a
+// ratio of averages means, and so that noise (one round, an interval across 1.0, the CPU
+// device where nothing is registered) is never presented as a result.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zob/result.hpp"
+
+namespace zob {
+
+struct Verdict {
+  Arm slow = Arm::unregistered;  // the arm without the change (the ratio's numerator)
+  Arm fast = Arm::registered;    // the arm with it
+  std::string text;              // the sentence, e.g. "Registering ... saves 0.40 s per step ..."
+  bool applicable = true;        // false on the CPU device: no registration exists there
+  bool conclusive = false;       // an interval over >= 2 rounds that excludes 1.0
+  double ratio = 0;              // slow avg / fast avg (the table's speedup)
+  std::optional<double> median;  // median of the per-round ratios (--repeats >= 2)
+  std::optional<double> low, high;  // its interval
+  std::size_t rounds = 0;           // rounds in which both arms completed
+  double saved_s = 0;               // slow avg - fast avg, seconds per step
+};
+
+// The comparisons of the run's first configuration, or of one configuration `point` of a
+// sweep: the headline pair (speedup_arms) first, then pageable and hostalloc each against the
+// registered arm where both completed.
+std::vector<Verdict> verdicts(const RunResult& run);
+
+// True unless the arms ran on the CPU device, where registration does not exist.
+bool registration_applicable(const RunResult& run);
+// The warning DRIVERRESULT lists (and stderr shows) when it is not applicable; "" otherwise.
+std::string not_applicable_warning(const RunResult& run);
+
+// "verdict: <sentence>" per comparison (per configuration of a sweep, each named); "" when
+// no two arms completed.
+std::string render_verdict_lines(const RunResult& run);
+// DRIVERRESULT's "verdicts": one object per comparison of the first configuration.
+nlohmann::ordered_json verdicts_json(const RunResult& run);
+
+}  // namespace zob

@@ -1,0 +1,127 @@
+// The verdict sentences (src/report/verdict.cpp) on runs made of fresh random step times: which
+// sentence a run gets, and that its numbers are those computed here from the same steps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "report/details.hpp"
+#include "report/report.hpp"
+#include "report/verdict.hpp"
+#include "zob/stats.hpp"
+
+namespace {
+
+std::mt19937_64 gen{std::random_device{}()};
+double uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(gen); }
+
+zob::ArmResult arm(zob::Arm which, const std::string& device, double step_s, int steps) {
+  zob::ArmResult r;
+  r.arm = which;
+  r.ok = true;
+  r.device = device;
+  r.warmup = 1;
+  r.steps = steps;
+  for (int i = 0; i < steps + 1; ++i) {
+    zob::StepSample s;
+    s.wall_s = step_s * uniform(0.995, 1.005);
+    r.samples.push_back(s);
+  }
+  const auto t = r.timed_step_s();
+  r.step_avg_s = std::accumulate(t.begin(), t.end(), 0.0) / static_cast<double>(t.size());
+  r.step_min_s = *std::min_element(t.begin(), t.end());
+  return r;
+}
+
+// `rounds` rounds of registered (fast_s) and unregistered (slow_s[k] in round k) on `device`.
+zob::RunResult run_of(const std::string& device, double fast_s, const std::vector<double>& slow_s) {
+  zob::RunResult run;
+  run.config.device = device == "cpu" ? zob::DeviceKind::cpu : zob::DeviceKind::cuda;
+  run.config.repeats = static_cast<int>(slow_s.size());
+  const int steps = static_cast<int>(uniform(3, 6));
+  for (double s : slow_s) {
+    run.rounds.push_back({arm(zob::Arm::registered, device, fast_s, steps),
+                          arm(zob::Arm::unregistered, device, s, steps)});
+  }
+  for (zob::Arm a : run.config.arms) run.arms.push_back(zob::combine_rounds(zob::runs_of(run, a)));
+  return run;
+}
+
+std::string two(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+TEST(Verdict, ConclusiveRoundsGiveTheMedianAndTheInterval) {
+  const double fast = uniform(0.2, 0.4);
+  std::vector<double> slow;
+  for (int k = 0; k < 6; ++k) slow.push_back(fast * uniform(2.0, 3.0));
+  const zob::RunResult run = run_of("cuda", fast, slow);
+  const auto v = zob::verdicts(run);
+  ASSERT_EQ(v.size(), 1u);
+  std::vector<double> ratios;
+  for (const auto& round : run.rounds) {
+    ratios.push_back(zob::summarize(round[1].timed_step_s()).median /
+                     zob::summarize(round[0].timed_step_s()).median);
+  }
+  const zob::MedianInterval m = zob::median_interval(ratios);
+  EXPECT_TRUE(v[0].conclusive);
+  EXPECT_DOUBLE_EQ(*v[0].median, m.median);
+  const double saved = run.arms[1].step_avg_s - run.arms[0].step_avg_s;
+  const std::string want =
+      "Registering the offload buffers saves " + two(saved) + " s per step (" +
+      std::to_string(static_cast<int>(std::lround(100 * saved / run.arms[1].step_avg_s))) +
+      " %) on this machine: " + two(m.median) + "x (median; interval " + two(m.low) + "-" +
+      two(m.high) + " over 6 rounds)";
+  EXPECT_EQ(v[0].text, want);
+  EXPECT_NE(zob::render_verdict_lines(run).find("verdict: " + want + "\n"), std::string::npos);
+}
+
+TEST(Verdict, AnIntervalAcrossOneIsInconclusive) {
+  const double fast = uniform(0.2, 0.4);
+  const zob::RunResult run = run_of(
+      "cuda", fast, {fast * uniform(0.7, 0.9), fast * uniform(1.1, 1.3), fast * uniform(1.0, 1.1)});
+  const auto v = zob::verdicts(run);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_FALSE(v[0].conclusive);
+  EXPECT_EQ(
+      v[0].text.rfind("inconclusive: Registering the offload buffers gives " + two(*v[0].median) +
+                          "x (median over 3 rounds), but the interval " + two(*v[0].low) + "-" +
+                          two(*v[0].high) + " includes 1.0; raise --repeats",
+                      0),
+      0u)
+      << v[0].text;
+}
+
+TEST(Verdict, OneRoundSaysThereIsNoIntervalAndSlowerSaysCosts) {
+  const double fast = uniform(0.2, 0.4);
+  const zob::RunResult run = run_of("cuda", fast, {fast * uniform(0.5, 0.8)});
+  const auto v = zob::verdicts(run);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_FALSE(v[0].median.has_value());
+  EXPECT_NE(v[0].text.find(" costs "), std::string::npos) << v[0].text;
+  EXPECT_NE(v[0].text.find(two(v[0].ratio) + "x (one round, no interval"), std::string::npos)
+      << v[0].text;
+}
+
+TEST(Verdict, TheCpuDeviceIsNotApplicableWhateverTheNumbers) {
+  const double fast = uniform(0.2, 0.4);
+  std::vector<double> slow;
+  for (int k = 0; k < 6; ++k) slow.push_back(fast * uniform(2.0, 3.0));
+  const zob::RunResult run = run_of("cpu", fast, slow);
+  const auto v = zob::verdicts(run);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_FALSE(v[0].applicable);
+  EXPECT_FALSE(v[0].conclusive);
+  EXPECT_EQ(v[0].text.rfind("not applicable on the CPU device: no registration exists there", 0),
+            0u);
+  EXPECT_FALSE(zob::not_applicable_warning(run).empty());
+  EXPECT_TRUE(zob::not_applicable_warning(run_of("cuda", fast, slow)).empty());
+}
+
+}  // namespace
