@@ -298,6 +298,7 @@ std::string render_stdout(const RunResult& run) {
   // The Python script's lines keep their form and order (table, speedup, DRIVERRESULT); the
   // "# " header and the phase and registration sections are additions around them.
   return render_environment_header(run) + render_table(run) + render_phase_section(run) +
+         render_rank_section(run) +
          render_registration_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) +
          "\n";
 }

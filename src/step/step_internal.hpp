@@ -31,11 +31,14 @@ struct DeviceSizes {
   std::uint64_t grad_store = 0;
   std::uint64_t flush_temp_bf16 = 0;
   std::uint64_t flush_temp_f32 = 0;
+  // --gpus N > 1 with --offload-param: the rank's shard of one module on its way from the
+  // host to the all-gather (largest shard, bf16).
+  std::uint64_t shard_stage = 0;
 
   std::uint64_t total() const {
     return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + copy_temp_second + hidden +
            pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + grad_store +
-           flush_temp_bf16 + flush_temp_f32;
+           flush_temp_bf16 + flush_temp_f32 + shard_stage;
   }
 };
 
@@ -44,7 +47,9 @@ struct DeviceSizes {
 void check_step_config(const RunConfig& c, const char* who);
 
 std::int64_t largest_module(const ModelLayout& layout);
-DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
+// The buffers of one rank of `ranks` (ShardLayout): its shard of the parameters resident
+// (copy_back), the slots sized for a module gathered whole (padding included).
+DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout, int ranks = 1);
 // Elements fetched per step under offload_param: every module in forward, every module but
 // the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
@@ -70,11 +75,16 @@ ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
 // copy waits for the previous piece's cast; the host waits once, at the end. Piece p records
 // events[k][first_piece + p] (k: copy start, copy end, cast start, cast end).
 struct CopyBackEvents {
-  Events* copy_start;
-  Events* copy_end;
-  Events* cast_start;
-  Events* cast_end;
+  const Events* copy_start;
+  const Events* copy_end;
+  const Events* cast_start;
+  const Events* cast_end;
 };
+// One piece of it: [begin, begin + len) through `temp`, whose copy waits for temp_free (the
+// cast that last read temp; null: none). The one copy-back of every schedule.
+void enqueue_copy_back_piece(Device& dev, const float* master, bf16* device_params, float* temp,
+                             std::int64_t begin, std::int64_t len, std::int64_t piece,
+                             const CopyBackEvents& events, DeviceEvent* temp_free);
 void copy_back_range(Device& dev, const float* master, bf16* device_params, float* temp,
                      std::int64_t begin, std::int64_t end, std::int64_t chunk_elems,
                      std::int64_t first_piece, const CopyBackEvents& events);

@@ -87,6 +87,60 @@ TEST_P(Ranks, BothArmsRunAndAgree) {
 
 INSTANTIATE_TEST_SUITE_P(E2E, Ranks, ::testing::Values(2, 4));
 
+// Every schedule and loop with 2 and 3 ranks through the binary: the same numbers as stock
+// (the schedules differ in order only; stock's N-rank result is the unit tests' reference),
+// the collectives' phases per rank with device times, and no schedule refused but deepspeed.
+struct RankPlan {
+  int gpus;
+  bool offload;
+};
+class RankSchedules : public ::testing::TestWithParam<RankPlan> {};
+
+TEST_P(RankSchedules, EveryScheduleRunsAndAgreesWithStock) {
+  const RankPlan p = GetParam();
+  std::vector<std::string> base = {"--gpus", std::to_string(p.gpus), "--arms", "registered"};
+  if (p.offload) base.push_back("--offload-param");
+  nlohmann::json stock;
+  for (const char* schedule : {"stock", "overlap"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--schedule", schedule});
+    const Result r = run_bench(tiny(args));
+    expect_no_leftovers();
+    ASSERT_EQ(r.rc, 0) << schedule << ": " << r.err;
+    const auto j = driver_result(r.out);
+    const auto& a = j.at("registered");
+    EXPECT_EQ(a.at("schedule"), schedule);
+    ASSERT_EQ(a.at("ranks").size(), static_cast<std::size_t>(p.gpus));
+    for (const auto& rk : a.at("ranks")) {
+      for (const char* phase : {"all_gather", "reduce_scatter", "grad_offload"}) {
+        ASSERT_TRUE(rk.at("phases").contains(phase)) << schedule << " " << phase;
+        EXPECT_GE(rk.at("phases").at(phase).at("device_s").get<double>(), 0) << phase;
+        EXPECT_GT(rk.at("phases").at(phase).at("bytes").get<double>(), 0) << phase;
+      }
+    }
+    if (stock.is_null()) {
+      stock = a;
+      continue;
+    }
+    EXPECT_EQ(a.at("param_checksum"), stock.at("param_checksum")) << schedule;
+    EXPECT_EQ(a.at("losses"), stock.at("losses")) << schedule;
+  }
+  std::vector<std::string> ds = base;
+  ds.insert(ds.end(), {"--schedule", "deepspeed"});
+  const Result refused = run_bench(tiny(ds));
+  EXPECT_EQ(refused.rc, 2) << refused.err;
+  EXPECT_NE(refused.err.find("deepspeed"), std::string::npos) << refused.err;
+  expect_no_leftovers();
+}
+
+INSTANTIATE_TEST_SUITE_P(E2E, RankSchedules,
+                         ::testing::Values(RankPlan{2, false}, RankPlan{3, false},
+                                           RankPlan{2, true}, RankPlan{3, true}),
+                         [](const ::testing::TestParamInfo<RankPlan>& info) {
+                           return std::to_string(info.param.gpus) + "gpus_" +
+                                  (info.param.offload ? "offload_param" : "copy_back");
+                         });
+
 TEST(RanksE2E, MoreRanksChangeTheResultOneRankIsThePlainRun) {
   const Result one = run_bench(tiny({"--arms", "registered"}));
   const Result one_ranked = run_bench(tiny({"--arms", "registered", "--gpus", "1"}));
@@ -147,7 +201,7 @@ INSTANTIATE_TEST_SUITE_P(E2E, RankFault,
 TEST(RanksE2E, GpusFlagIsValidated) {
   for (const auto& bad : std::vector<std::vector<std::string>>{
            {"--gpus", "0"}, {"--gpus", "65"}, {"--gpus", "two"},
-           {"--gpus", "2", "--offload-param"}, {"--gpus", "2", "--schedule", "overlap"}}) {
+           {"--gpus", "2", "--schedule", "deepspeed"}}) {
     const Result r = run_bench(tiny(bad));
     EXPECT_EQ(r.rc, 2) << bad[1] << ": " << r.err;
   }

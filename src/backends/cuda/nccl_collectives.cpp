@@ -180,47 +180,82 @@ void NcclCollectives::grow_staging(std::size_t bytes) {
 }
 
 void NcclCollectives::all_gather(const void* shard, void* full, std::size_t shard_bytes) {
-  usable();
-  if (shard_bytes == 0) return;
-  check(api_.all_gather(shard, full, shard_bytes, ncclUint8, comm_, stream_), "ncclAllGather");
-  const std::string what = "all_gather of " + std::to_string(shard_bytes) + " bytes per rank";
-  wait_ready(what);
-  wait_stream(what);
+  if (launch_all_gather(shard, full, shard_bytes, stream_)) {
+    wait_stream("all_gather of " + std::to_string(shard_bytes) + " bytes per rank");
+  }
+}
+
+void NcclCollectives::enqueue_all_gather(Device& device, Queue q, const void* shard, void* full,
+                                         std::size_t shard_bytes) {
+  launch_all_gather(shard, full, shard_bytes, stream_of(device, q));
 }
 
 void NcclCollectives::reduce_scatter(const void* in, ElemType in_type, float* out,
                                      std::size_t shard_elems) {
+  if (launch_reduce_scatter(in, in_type, out, shard_elems, stream_)) {
+    wait_stream("reduce_scatter of " + std::to_string(shard_elems) + " elements");
+  }
+}
+
+void NcclCollectives::enqueue_reduce_scatter(Device& device, Queue q, const void* in,
+                                             ElemType in_type, float* out,
+                                             std::size_t shard_elems) {
+  launch_reduce_scatter(in, in_type, out, shard_elems, stream_of(device, q));
+}
+
+cudaStream_t NcclCollectives::stream_of(Device& device, Queue q) const {
+  if (&device != &device_) {
+    throw UsageError("NcclCollectives: a collective was enqueued on another device than the "
+                     "one its communicator was made for");
+  }
+  return device_.stream(q);
+}
+
+bool NcclCollectives::launch_all_gather(const void* shard, void* full, std::size_t shard_bytes,
+                                        cudaStream_t stream) {
   usable();
-  if (shard_elems == 0) return;
+  if (shard_bytes == 0) return false;
+  check(api_.all_gather(shard, full, shard_bytes, ncclUint8, comm_, stream), "ncclAllGather");
+  wait_ready("all_gather of " + std::to_string(shard_bytes) + " bytes per rank");
+  return true;
+}
+
+// Rank r's piece of my shard lands in staging[r] (grouped send/recv: the bytes a ring
+// reduce-scatter moves), then one kernel sums the pieces in rank order. The staging area is
+// reused by the next call on the same stream only after this one's kernel (stream order); a
+// stream of another queue would race it, so the step enqueues every reduce-scatter on one.
+bool NcclCollectives::launch_reduce_scatter(const void* in, ElemType in_type, float* out,
+                                            std::size_t shard_elems, cudaStream_t stream) {
+  usable();
+  if (shard_elems == 0) return false;
   const std::size_t piece = shard_elems * elem_size(in_type);
-  grow_staging(piece * static_cast<std::size_t>(size_));
+  grow_staging(piece * static_cast<std::size_t>(size_));  // cudaFree waits for the device
   auto* parts = static_cast<unsigned char*>(staging_);
   const auto* src = static_cast<const unsigned char*>(in);
   const auto me = static_cast<std::size_t>(rank_);
   const std::string what = "reduce_scatter of " + std::to_string(shard_elems) + " elements";
   const cudaError_t own = cudaMemcpyAsync(parts + me * piece, src + me * piece, piece,
-                                          cudaMemcpyDeviceToDevice, stream_);
+                                          cudaMemcpyDeviceToDevice, stream);
   if (own != cudaSuccess) fail(what + ": cudaMemcpyAsync: " + cudaGetErrorString(own));
   if (size_ > 1) {
-    // Rank r's piece of my shard lands in parts[r]: every pair exchanges one piece each way.
     check(api_.group_start(), "ncclGroupStart");
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       const auto ru = static_cast<std::size_t>(r);
-      check(api_.send(src + ru * piece, piece, ncclUint8, r, comm_, stream_), "ncclSend");
-      check(api_.recv(parts + ru * piece, piece, ncclUint8, r, comm_, stream_), "ncclRecv");
+      check(api_.send(src + ru * piece, piece, ncclUint8, r, comm_, stream), "ncclSend");
+      check(api_.recv(parts + ru * piece, piece, ncclUint8, r, comm_, stream), "ncclRecv");
     }
     check(api_.group_end(), "ncclGroupEnd");
     wait_ready(what);
   }
   const cudaError_t launched =
       launch_sum_rank_parts(parts, size_, static_cast<std::int64_t>(shard_elems),
-                            in_type == ElemType::bf16, out, stream_);
+                            in_type == ElemType::bf16, out, stream);
   if (launched != cudaSuccess) {
     cudaGetLastError();
     fail(what + ": kernel sum_rank_parts: " + cudaGetErrorString(launched));
   }
-  wait_stream(what);
+  return true;
 }
 
 void NcclCollectives::broadcast(void* data, std::size_t bytes, int root) {

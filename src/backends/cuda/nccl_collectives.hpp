@@ -40,6 +40,11 @@ class NcclCollectives final : public Collectives {
   void all_gather(const void* shard, void* full, std::size_t shard_bytes) override;
   void reduce_scatter(const void* in, ElemType in_type, float* out,
                       std::size_t shard_elems) override;
+  // On the device's own stream of q, no wait for the device (the step's plan).
+  void enqueue_all_gather(Device& device, Queue q, const void* shard, void* full,
+                          std::size_t shard_bytes) override;
+  void enqueue_reduce_scatter(Device& device, Queue q, const void* in, ElemType in_type, float* out,
+                              std::size_t shard_elems) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void barrier() override;  // the host communicator's: device buffers need no barrier
   void check_peers() override;
@@ -60,6 +65,12 @@ class NcclCollectives final : public Collectives {
   void abort_comm() noexcept;
   bool finalize_within(double seconds) noexcept;
   void grow_staging(std::size_t bytes);
+  cudaStream_t stream_of(Device& device, Queue q) const;
+  // Enqueue on `stream`; false when there is nothing to do.
+  bool launch_all_gather(const void* shard, void* full, std::size_t shard_bytes,
+                         cudaStream_t stream);
+  bool launch_reduce_scatter(const void* in, ElemType in_type, float* out, std::size_t shard_elems,
+                             cudaStream_t stream);
 
   CudaDevice& device_;
   Collectives& host_;
