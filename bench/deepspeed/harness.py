@@ -159,6 +159,31 @@ def build_model(torch, vocab, hidden, layers):
     return Synthetic()
 
 
+def build_hf_model(torch, config_path, attn):
+    """A Hugging Face causal LM built from a local config.json with random weights (the
+    upstream script's --model, without the network). Returns (model, name, vocab). The
+    forward returns the sum of the logits as the synthetic model does, so both sides of a
+    side-by-side train the same loss."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    path = config_path
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    with open(path) as f:
+        raw = json.load(f)
+    cfg = AutoConfig.for_model(raw.pop("model_type"), **raw)
+    inner = AutoModelForCausalLM.from_config(cfg, attn_implementation=attn)
+
+    class LogitSum(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = inner
+
+        def forward(self, ids):
+            return self.lm(input_ids=ids, use_cache=False).logits.sum(dtype=torch.float32)
+
+    return LogitSum(), config_path, cfg.vocab_size
+
+
 def init_like_tool(torch, model, vocab, hidden, layers, seed):
     """Fill the parameters with the C++ tool's initial values; self-check a few against
     the pure-Python reference. Returns a description of the init used."""
@@ -242,10 +267,14 @@ def run_child(args):
     torch.cuda.set_device(0)
     torch.manual_seed(args.seed)
 
-    model = build_model(torch, args.vocab, args.hidden, args.layers)
+    model_name = f"synthetic-h{args.hidden}-l{args.layers}"
+    if args.model_config:
+        model, model_name, args.vocab = build_hf_model(torch, args.model_config, args.attn)
+    else:
+        model = build_model(torch, args.vocab, args.hidden, args.layers)
     params = sum(p.numel() for p in model.parameters())
     init = "torch-default"
-    if args.init == "tool":
+    if args.init == "tool" and not args.model_config:
         init = init_like_tool(torch, model, args.vocab, args.hidden, args.layers, args.seed)
 
     engine, optimizer, _, _ = deepspeed.initialize(
@@ -292,7 +321,8 @@ def run_child(args):
         "arm": arm,
         "deepspeed_version": deepspeed.__version__,
         "torch_version": torch.__version__,
-        "model": f"synthetic-h{args.hidden}-l{args.layers}",
+        "model": model_name,
+        "attn_implementation": args.attn if args.model_config else None,
         "params": params,
         "batch": args.batch,
         "seq": args.seq,
@@ -860,7 +890,10 @@ def child_argv(args, arm):
     argv = [sys.executable, os.path.abspath(__file__), "--child", arm,
             "--hidden", str(args.hidden), "--layers", str(args.layers), "--vocab", str(args.vocab),
             "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
-            "--warmup", str(args.warmup), "--seed", str(args.seed), "--init", args.init]
+            "--warmup", str(args.warmup), "--seed", str(args.seed), "--init", args.init,
+            "--attn", args.attn]
+    if args.model_config:
+        argv += ["--model-config", args.model_config]
     if args.profile:
         argv += ["--profile", "--profile-out", args.profile_out]
         if not args.profile_stack:
@@ -930,6 +963,12 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=42, help="seed of the token ids and (with --init tool) weights")
     ap.add_argument("--init", choices=("tool", "torch"), default="tool",
                     help="initial weights: the C++ tool's counter-hash values (default) or torch's own init")
+    ap.add_argument("--model-config", metavar="PATH",
+                    help="a Hugging Face config.json (or its folder): that architecture with random "
+                    "weights (torch init) instead of the synthetic model; needs transformers")
+    ap.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa",
+                    help="with --model-config: transformers' attention implementation (default sdpa, "
+                    "what a user gets; eager = the tool's materialised softmax)")
     ap.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma list of {', '.join(ARMS)}")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per arm (0 = none)")
     ap.add_argument("--profile", action="store_true",
