@@ -6,7 +6,9 @@
 #   bench/multi-gpu/run.sh .xfer-cuda "$OUT"      # on the GPU machine (about 6 minutes)
 # Writes OUT/multi-gpu/: machine.txt (nvidia-smi topo -m, the GPUs, the CPUs), NAME.txt (the
 # command, its output, exit code and wall clock), NAME.json (--json), summary.txt (one line per
-# run, from the JSON: bench/multi-gpu/summarize.py). GPUS (default 2) sets the rank count.
+# run, from the JSON: bench/multi-gpu/summarize.py, which also checks that the schedules agree
+# bit for bit), ranks-check/ (scripts/cuda-ranks-check: NCCL's ranks against the CPU device's).
+# GPUS (default 2) sets the rank count.
 set -uo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: bench/multi-gpu/run.sh <bundle> <out-dir>" >&2
@@ -43,6 +45,9 @@ run() {  # run NAME ARGS...
   lscpu | grep -E 'Model name|^CPU\(s\)|NUMA'
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
+
+# First the numbers: NCCL's ranks against the CPU device's (a small model, ~20 s).
+timeout 150 "$here/../../scripts/cuda-ranks-check" "$bundle" "$out/ranks-check" "$gpus" 2>&1 | tail -4
 
 large=(--hidden 4096 --layers 8 --batch 4 --seq 512)
 for size in defaults large; do

@@ -3,7 +3,9 @@
    summarize.py OUT/multi-gpu
 Per arm the mean step, the bound and step/bound (the N-rank bound for --gpus N), then the
 speedup; with several ranks, per phase the slowest rank's device ms (host ms where the phase
-has no device time)."""
+has no device time). Last, whether the schedules of one size, loop and rank count agree on
+the losses and the checksum, as they must bit for bit (a missing order between a collective
+and its queue would show here first)."""
 import json
 import pathlib
 import sys
@@ -14,8 +16,14 @@ def ms(v):
 
 
 def main(folder):
+    groups = {}
     for path in sorted(pathlib.Path(folder).glob("*.json")):
         doc = json.loads(path.read_text())
+        size, loop, _schedule, gpus = path.stem.split("-")
+        reg = doc.get("registered") or {}
+        if reg.get("ok"):
+            groups.setdefault((size, loop, gpus), []).append(
+                (path.stem, reg.get("param_checksum"), reg.get("losses")))
         w = doc.get("workload", {})
         parts = [f"{path.stem:<40}", f"gpus {w.get('gpus', 1)}"]
         for arm in ("registered", "unregistered"):
@@ -41,6 +49,10 @@ def main(folder):
                 worst = max(ranks, key=t)
                 cells.append(f"{phase} {ms(t(worst))} (rank {worst['rank']})")
             print("    registered, slowest rank per phase, ms: " + ", ".join(cells))
+    for key, runs in sorted(groups.items()):
+        same = all(r[1] == runs[0][1] and r[2] == runs[0][2] for r in runs)
+        names = ", ".join(r[0] for r in runs)
+        print(f"schedules agree ({'-'.join(key)}): {'yes' if same else 'NO'} ({names})")
 
 
 if __name__ == "__main__":
