@@ -1,6 +1,7 @@
 // --gpus N: the real binary with 2 and 4 rank processes per arm on the CPU device, and a rank
 // killed mid-step. Harness: e2e_support.hpp. The test process is a child subreaper,
-// so any process the benchmark leaves behind becomes our child and is caught by expect_no_leftovers.
+// so any process the benchmark leaves behind becomes our child and is caught by
+// expect_no_leftovers.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -15,8 +16,8 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "e2e_support.hpp"
@@ -65,7 +66,8 @@ TEST_P(Ranks, BothArmsRunAndAgree) {
     // the arm's step time is the slowest rank's, step by step
     for (std::size_t s = 0; s < 2; ++s) {
       double slowest = 0;
-      for (const auto& rk : a.at("ranks")) slowest = std::max(slowest, rk.at("step_s")[s + 1].get<double>());
+      for (const auto& rk : a.at("ranks"))
+        slowest = std::max(slowest, rk.at("step_s")[s + 1].get<double>());
       EXPECT_DOUBLE_EQ(a.at("step_times_s")[s].get<double>(), slowest);
       slowest_sum += slowest;
     }
@@ -110,6 +112,9 @@ TEST_P(RankSchedules, EveryScheduleRunsAndAgreesWithStock) {
     const auto j = driver_result(r.out);
     const auto& a = j.at("registered");
     EXPECT_EQ(a.at("schedule"), schedule);
+    EXPECT_NE(r.out.find("slowest rank"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("bound: registered: "), std::string::npos) << r.out;
+    EXPECT_GT(a.at("bound").at("bound_s").get<double>(), 0);
     ASSERT_EQ(a.at("ranks").size(), static_cast<std::size_t>(p.gpus));
     for (const auto& rk : a.at("ranks")) {
       for (const char* phase : {"all_gather", "reduce_scatter", "grad_offload"}) {
@@ -149,7 +154,8 @@ TEST(RanksE2E, MoreRanksChangeTheResultOneRankIsThePlainRun) {
   ASSERT_EQ(one.rc, 0) << one.err;
   ASSERT_EQ(two.rc, 0) << two.err;
   const auto a = driver_result(one.out).at("registered");
-  EXPECT_EQ(driver_result(one_ranked.out).at("registered").at("param_checksum"), a.at("param_checksum"));
+  EXPECT_EQ(driver_result(one_ranked.out).at("registered").at("param_checksum"),
+            a.at("param_checksum"));
   const auto b = driver_result(two.out).at("registered");
   EXPECT_NE(a.at("param_checksum"), b.at("param_checksum"));  // two micro-batches, not one
   EXPECT_FALSE(a.contains("ranks"));
@@ -199,9 +205,11 @@ INSTANTIATE_TEST_SUITE_P(E2E, RankFault,
                          });
 
 TEST(RanksE2E, GpusFlagIsValidated) {
-  for (const auto& bad : std::vector<std::vector<std::string>>{
-           {"--gpus", "0"}, {"--gpus", "65"}, {"--gpus", "two"},
-           {"--gpus", "2", "--schedule", "deepspeed"}}) {
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"--gpus", "0"},
+                                             {"--gpus", "65"},
+                                             {"--gpus", "two"},
+                                             {"--gpus", "2", "--schedule", "deepspeed"}}) {
     const Result r = run_bench(tiny(bad));
     EXPECT_EQ(r.rc, 2) << bad[1] << ": " << r.err;
   }
