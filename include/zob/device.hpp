@@ -156,6 +156,70 @@ class Device {
   virtual void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n,
                                 Queue q = Queue::compute) = 0;
 
+  // ---- decoder-transformer kernels (--model) ----
+  // Shared contract of every backend: bf16 in/out, fp32 arithmetic and accumulation, one
+  // rounding to bf16 at each store, deterministic, on Queue::compute, row-major. The CPU
+  // backend's src/backends/cpu/cpu_decoder_kernels.hpp spells out its fp32 evaluation order.
+
+  // C_i = op(A_i) * op(B_i) for i in [0, count): A_i = a + i*stride_a (elements), likewise B, C.
+  // stride 0 is allowed for A or B (a shared operand), never for C. Used by attention:
+  // scores = Q K^T and out = P V per (batch, head) in head-major layout.
+  virtual void gemm_strided_batched(const GemmArgs& args, std::int64_t count,
+                                    std::int64_t stride_a, std::int64_t stride_b,
+                                    std::int64_t stride_c) = 0;
+
+  // RMSNorm (Llama/Mistral/Qwen2): per row r of x[rows, cols]:
+  //   rstd[r] = 1 / sqrt(mean_c(x[r,c]^2) + eps)   (fp32, stored in fp32)
+  //   y[r,c]  = bf16( weight[c] * (x[r,c] * rstd[r]) )   (fp32 math; one rounding)
+  virtual void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd,
+                               std::int64_t rows, std::int64_t cols, float eps) = 0;
+  // Backward of the above, given dy and the saved x and rstd:
+  //   xhat = x*rstd;  g = dy*weight
+  //   dx[r,c]   = bf16( rstd[r] * (g[r,c] - xhat[r,c] * mean_c(g[r,:]*xhat[r,:])) )
+  //   dweight[c] = bf16( sum over r (ascending) of dy[r,c]*xhat[r,c] )   (fp32 sum)
+  virtual void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight,
+                                const float* rstd, bf16* dx, bf16* dweight, std::int64_t rows,
+                                std::int64_t cols) = 0;
+
+  // Token-major [batch, seq, heads, head_dim] -> head-major [batch, heads*repeat, seq,
+  // head_dim], with rotary position embedding (Hugging Face's rotate_half form) applied when
+  // theta > 0, and each source head written to `repeat` consecutive destination heads
+  // (grouped-query attention's repeat_kv). Position of token s is s (0-based in its sequence).
+  //   half = head_dim/2; for d < half: inv_freq[d] = theta^(-2d/head_dim) (computed in double,
+  //   then the angle a = s*inv_freq[d] in double, cos/sin in double, cast to float)
+  //   out[d]      = x[d]*cos(a_d) - x[d+half]*sin(a_d)
+  //   out[d+half] = x[d+half]*cos(a_d) + x[d]*sin(a_d)      (fp32 math, one rounding)
+  // theta == 0: plain permute + repeat (V, and the attention output's backward with repeat 1).
+  virtual void to_heads(const bf16* x, bf16* out, std::int64_t batch, std::int64_t seq,
+                        std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
+                        double theta) = 0;
+  // The adjoint: head-major g [batch, heads*repeat, seq, head_dim] -> token-major out
+  // [batch, seq, heads, head_dim]: sum (fp32, r ascending) of the `repeat` destination heads
+  // of each source head, then the inverse rotation (sin -> -sin) when theta > 0, one rounding.
+  // theta == 0 and repeat 1: the attention output's forward permute back.
+  virtual void from_heads(const bf16* g, bf16* out, std::int64_t batch, std::int64_t seq,
+                          std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
+                          double theta) = 0;
+
+  // Causal softmax over the last axis of scores [n, seq, seq] (n = batch*heads), in place
+  // allowed (probs may equal scores): for row i, columns j <= i:
+  //   p[i,j] = exp(scale*s[i,j] - m) / sum_{j'<=i} exp(scale*s[i,j'] - m),
+  //   m = max_{j<=i} scale*s (fp32, sum ascending j); columns j > i get exactly 0.
+  virtual void causal_softmax_forward(const bf16* scores, bf16* probs, std::int64_t n,
+                                      std::int64_t seq, float scale) = 0;
+  // dscores[i,j] = bf16( scale * p[i,j] * (dp[i,j] - sum_{j'} p[i,j']*dp[i,j']) ), fp32 dot
+  // ascending j'; masked columns give exactly 0. In place allowed (dscores may equal dprobs).
+  virtual void causal_softmax_backward(const bf16* probs, const bf16* dprobs, bf16* dscores,
+                                       std::int64_t n, std::int64_t seq, float scale) = 0;
+
+  // Gated MLP: out = bf16( silu(gate) * up ), silu(x) = x / (1 + exp(-x)), fp32, elementwise.
+  virtual void silu_mul_forward(const bf16* gate, const bf16* up, bf16* out,
+                                std::int64_t n) = 0;
+  // dgate = bf16( dout * up * silu'(gate) ),  dup = bf16( dout * silu(gate) ),
+  // silu'(x) = s*(1 + x*(1-s)), s = 1/(1+exp(-x)).
+  virtual void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up,
+                                 bf16* dgate, bf16* dup, std::int64_t n) = 0;
+
   // ---- several ranks per arm (--gpus N), one device each ----
   // Returns when ranks on this backend can exchange device memory. Throws UsageError when the
   // backend has no collectives over device memory, DeviceError(unavailable) when their library

@@ -65,6 +65,27 @@ class CudaDevice final : public Device {
   void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n,
                         Queue q = Queue::compute) override;
 
+  // ---- decoder-transformer kernels (--model) ----
+  void gemm_strided_batched(const GemmArgs& args, std::int64_t count, std::int64_t stride_a,
+                            std::int64_t stride_b, std::int64_t stride_c) override;
+  void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd,
+                       std::int64_t rows, std::int64_t cols, float eps) override;
+  void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
+                        bf16* dx, bf16* dweight, std::int64_t rows, std::int64_t cols) override;
+  void to_heads(const bf16* x, bf16* out, std::int64_t batch, std::int64_t seq,
+                std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
+                double theta) override;
+  void from_heads(const bf16* g, bf16* out, std::int64_t batch, std::int64_t seq,
+                  std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
+                  double theta) override;
+  void causal_softmax_forward(const bf16* scores, bf16* probs, std::int64_t n, std::int64_t seq,
+                              float scale) override;
+  void causal_softmax_backward(const bf16* probs, const bf16* dprobs, bf16* dscores,
+                               std::int64_t n, std::int64_t seq, float scale) override;
+  void silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n) override;
+  void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
+                         bf16* dup, std::int64_t n) override;
+
   // --gpus N: NCCL (loaded at run time; nccl_collectives.hpp). Without NCCL headers at build
   // time both throw DeviceError(unavailable) saying so.
   void check_rank_collectives() const override;

@@ -24,10 +24,21 @@ constexpr KernelInfo kKernels[] = {
     {"column_sum", "reduce", {kWg, 1}},
     {"sum_bf16_partial", "reduce", {kWg, 1}},
     {"sum_partials", "reduce", {kWg, 1}},
+    {"gemm_batched", "gemm", {kGemmWg, kGemmWg}},
+    {"rmsnorm_forward", "decoder", {kWg, 1}},
+    {"rmsnorm_backward", "decoder", {kWg, 1}},
+    {"to_heads", "decoder", {kWg, 1}},
+    {"to_heads_rope", "decoder", {kWg, 1}},
+    {"from_heads", "decoder", {kWg, 1}},
+    {"from_heads_rope", "decoder", {kWg, 1}},
+    {"causal_softmax_forward", "decoder", {kWg, 1}},
+    {"causal_softmax_backward", "decoder", {kWg, 1}},
+    {"silu_mul_forward", "decoder", {kWg, 1}},
+    {"silu_mul_backward", "decoder", {kWg, 1}},
 };
 static_assert(std::size(kKernels) == static_cast<std::size_t>(KernelId::count));
 
-static std::uint32_t groups_for(std::int64_t items, std::uint32_t per_group, const char* what) {
+std::uint32_t groups_for(std::int64_t items, std::uint32_t per_group, const char* what) {
   const auto g = (items + per_group - 1) / per_group;
   if (g > std::numeric_limits<std::uint32_t>::max())
     throw DeviceError(DeviceErrorKind::runtime, std::string("xpu: ") + what + ": " +

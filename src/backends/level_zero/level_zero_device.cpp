@@ -240,6 +240,8 @@ void LevelZeroDevice::release_all() noexcept {
   host_allocs_.clear();
   for (auto& [p, bytes] : device_allocs_) warn(zeMemFree(shared_->context, reinterpret_cast<void*>(p)), "zeMemFree");
   device_allocs_.clear();
+  for (auto& [key, table] : rope_tables_) warn(zeMemFree(shared_->context, table.device), "zeMemFree");
+  rope_tables_.clear();
   if (sum_partials_ != nullptr) warn(zeMemFree(shared_->context, sum_partials_), "zeMemFree");
   sum_partials_ = nullptr;
   for (auto* e : internal_in_flight_) shared_->release_event(e);

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "zob/device.hpp"
@@ -81,6 +82,27 @@ class LevelZeroDevice final : public Device {
   void cast_f32_to_bf16(const float* src, bf16* dst, std::int64_t n, Queue q) override;
   void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n, Queue q) override;
 
+  // ---- decoder-transformer kernels (--model) ----
+  void gemm_strided_batched(const GemmArgs& args, std::int64_t count, std::int64_t stride_a,
+                            std::int64_t stride_b, std::int64_t stride_c) override;
+  void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd,
+                       std::int64_t rows, std::int64_t cols, float eps) override;
+  void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
+                        bf16* dx, bf16* dweight, std::int64_t rows, std::int64_t cols) override;
+  void to_heads(const bf16* x, bf16* out, std::int64_t batch, std::int64_t seq,
+                std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
+                double theta) override;
+  void from_heads(const bf16* g, bf16* out, std::int64_t batch, std::int64_t seq,
+                  std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
+                  double theta) override;
+  void causal_softmax_forward(const bf16* scores, bf16* probs, std::int64_t n, std::int64_t seq,
+                              float scale) override;
+  void causal_softmax_backward(const bf16* probs, const bf16* dprobs, bf16* dscores,
+                               std::int64_t n, std::int64_t seq, float scale) override;
+  void silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n) override;
+  void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
+                         bf16* dup, std::int64_t n) override;
+
   // What register_host will use: "zeMemAllocHost(memmap-sysmem)",
   // "zexDriverImportExternalPointer" or "" (none: register_host throws).
   std::string registration_method() const;
@@ -107,6 +129,9 @@ class LevelZeroDevice final : public Device {
               const std::vector<std::pair<std::size_t, const void*>>& args);
   void launch_1d(Queue q, l0::KernelId id, std::int64_t n, std::int64_t per_item,
                  const std::vector<std::pair<std::size_t, const void*>>& args);
+  // The rotary cos / sin table of (seq, head_dim, theta) in device memory, made on first use
+  // (level_zero_decoder.cpp).
+  const float* rope_table(std::int64_t seq, std::int64_t head_dim, double theta);
 
   DeviceInfo info_;
   ze_driver_handle_t driver_ = nullptr;
@@ -134,6 +159,13 @@ class LevelZeroDevice final : public Device {
   std::size_t peak_ = 0;
   std::map<std::uintptr_t, HostRange> registered_;
   std::map<std::uintptr_t, std::size_t> host_allocs_;
+  // Rotary tables by (seq, head_dim, theta): the host copy stays alive for the asynchronous
+  // upload; the device copy is backend scratch like sum_partials_ (not in memory_in_use).
+  struct RopeTable {
+    std::vector<float> host;
+    void* device = nullptr;
+  };
+  std::map<std::tuple<std::int64_t, std::int64_t, double>, RopeTable> rope_tables_;
 };
 
 }  // namespace zob

@@ -64,7 +64,11 @@ class LevelZeroEvent final : public DeviceEvent {
 enum class KernelId : int {
   gemm, embedding_forward, embedding_backward, bias_add, bias_gelu_forward, gelu_backward,
   residual_add, fill_bf16, cast_f32_to_bf16, cast_bf16_to_f32, column_sum, sum_bf16_partial,
-  sum_partials, count
+  sum_partials,
+  // decoder.cl and gemm.cl's gemm_batched: the decoder-transformer kernels (--model)
+  gemm_batched, rmsnorm_forward, rmsnorm_backward, to_heads, to_heads_rope, from_heads,
+  from_heads_rope, causal_softmax_forward, causal_softmax_backward, silu_mul_forward,
+  silu_mul_backward, count
 };
 inline constexpr std::uint32_t kWg = 256;          // ZOB_WG in kernels/bf16.h
 inline constexpr std::uint32_t kVec = 4;           // ZOB_VEC: elements per element-wise item
@@ -72,11 +76,16 @@ inline constexpr std::uint32_t kSumGroups = 512;   // ZOB_SUM_GROUPS: most parti
 inline constexpr std::int64_t kSumMinChunk = 4096; // elements per partial-sum group, at least
 inline constexpr std::uint32_t kGemmWg = 16;       // GEMM_WG in kernels/gemm.cl
 inline constexpr std::uint32_t kGemmBlock = 64;    // GEMM_BT: C block per work-group
+// gemm_batched's entries are group z: the least maxGroupCountZ Level Zero devices report.
+inline constexpr std::int64_t kMaxBatch = 65535;
 struct KernelInfo {
   const char* name;    // the OpenCL kernel's name
   const char* module;  // the .cl file it is in
   std::uint32_t group[2];
 };
 const KernelInfo& kernel_info(KernelId id);
+// Work-groups of per_group items covering `items`; throws DeviceError naming `what` when the
+// count exceeds one launch's (uint32).
+std::uint32_t groups_for(std::int64_t items, std::uint32_t per_group, const char* what);
 
 }  // namespace zob::l0

@@ -32,12 +32,14 @@ inline void store_row(global ushort* c, long ldc, long m, long n, long row, long
   if (col + 48 < n) p[48] = f32_to_bf16(v3);
 }
 
-__attribute__((reqd_work_group_size(GEMM_WG, GEMM_WG, 1)))
-kernel void gemm(int trans_a, int trans_b, long m, long n, long k,
-                 global const ushort* a, long lda, global const ushort* b, long ldb,
-                 global ushort* c, long ldc) {
-  local float ta[GEMM_KT][GEMM_BT + 1];  // op(A)[row0 + r, k0 + kk] at ta[kk][r]
-  local float tb[GEMM_KT][GEMM_BT + 1];  // op(B)[k0 + kk, col0 + c] at tb[kk][c]
+// The work-group's 64x64 block of C. The tiles live in the calling kernel (OpenCL 1.2 allows
+// local variables only at kernel scope): ta[kk][r] = op(A)[row0 + r, k0 + kk], tb[kk][c] =
+// op(B)[k0 + kk, col0 + c]. always_inline: a C99 `inline` function that clang leaves as a
+// call has no definition in the module (PoCL: "Cannot find symbol gemm_block").
+__attribute__((always_inline)) inline void gemm_block(int trans_a, int trans_b, long m, long n, long k,
+                       global const ushort* a, long lda, global const ushort* b, long ldb,
+                       global ushort* c, long ldc, local float (*ta)[GEMM_BT + 1],
+                       local float (*tb)[GEMM_BT + 1]) {
   const int tx = (int)get_local_id(0), ty = (int)get_local_id(1);
   const int tid = ty * GEMM_WG + tx;
   const long row0 = (long)get_group_id(1) * GEMM_BT, col0 = (long)get_group_id(0) * GEMM_BT;
@@ -76,4 +78,27 @@ kernel void gemm(int trans_a, int trans_b, long m, long n, long k,
   store_row(c, ldc, m, n, r + 16, q, c10, c11, c12, c13);
   store_row(c, ldc, m, n, r + 32, q, c20, c21, c22, c23);
   store_row(c, ldc, m, n, r + 48, q, c30, c31, c32, c33);
+}
+
+__attribute__((reqd_work_group_size(GEMM_WG, GEMM_WG, 1)))
+kernel void gemm(int trans_a, int trans_b, long m, long n, long k,
+                 global const ushort* a, long lda, global const ushort* b, long ldb,
+                 global ushort* c, long ldc) {
+  local float ta[GEMM_KT][GEMM_BT + 1];
+  local float tb[GEMM_KT][GEMM_BT + 1];
+  gemm_block(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, ta, tb);
+}
+
+// count independent products (attention's per-(batch, head) GEMMs): group z is entry e, at
+// a + e * stride_a, b + e * stride_b, c + e * stride_c (a stride of 0 shares an operand).
+__attribute__((reqd_work_group_size(GEMM_WG, GEMM_WG, 1)))
+kernel void gemm_batched(int trans_a, int trans_b, long m, long n, long k,
+                         global const ushort* a, long lda, global const ushort* b, long ldb,
+                         global ushort* c, long ldc, long stride_a, long stride_b,
+                         long stride_c) {
+  local float ta[GEMM_KT][GEMM_BT + 1];
+  local float tb[GEMM_KT][GEMM_BT + 1];
+  const long e = get_group_id(2);
+  gemm_block(trans_a, trans_b, m, n, k, a + e * stride_a, lda, b + e * stride_b, ldb,
+             c + e * stride_c, ldc, ta, tb);
 }
