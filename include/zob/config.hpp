@@ -42,10 +42,34 @@ enum class Compat {
        // speedup = unpinned / pinned, "pinning speedup:" line, pin_memory + register keys
 };
 
+// A decoder-only transformer of the Llama shape (--model; docs/models.md): the fields of its
+// Hugging Face config.json beyond vocab, hidden and layers.
+struct DecoderArch {
+  std::string model_type;        // "llama", "mistral" or "qwen2"
+  std::int64_t intermediate = 0;  // intermediate_size: the gated MLP's width
+  std::int64_t heads = 0;         // num_attention_heads
+  std::int64_t kv_heads = 0;      // num_key_value_heads (grouped-query attention)
+  std::int64_t head_dim = 0;      // head_dim (config.json's, else hidden / heads)
+  bool attention_bias = false;    // q/k/v projections carry biases (Qwen2), o_proj never
+  bool tie_embeddings = false;    // tie_word_embeddings: lm_head is the embedding table
+  double rope_theta = 0;
+  double rms_norm_eps = 0;
+  std::int64_t config_layers = 0;  // num_hidden_layers as published (--layers may override)
+};
+
+// The model: the synthetic MLP stack (docs/anatomy.md) when `name` is empty, else the decoder
+// transformer `arch` that --model NAME|PATH resolved to.
 struct ModelShape {
   std::int64_t vocab = 32000;
   std::int64_t hidden = 2048;
   std::int64_t layers = 12;
+  std::string name;  // --model as given; empty: the synthetic model
+  DecoderArch arch;  // meaningful only when decoder()
+
+  ModelShape() = default;
+  ModelShape(std::int64_t vocab_, std::int64_t hidden_, std::int64_t layers_)
+      : vocab(vocab_), hidden(hidden_), layers(layers_) {}
+  bool decoder() const { return !name.empty(); }
 };
 
 struct RunConfig {
@@ -101,6 +125,10 @@ std::string schedule_names(const char* conjunction);
 // Parse the names above; throw UsageError naming the accepted values.
 Arm parse_arm(const std::string&);
 DeviceKind parse_device_kind(const std::string&);
+
+// --model's architecture, config.json's key names plus name and config_layers (null for the
+// synthetic model): the hand-over's "model" and the results' workload.architecture.
+nlohmann::json model_architecture_json(const ModelShape& model);
 
 // Lossless round trip, used for the parent -> child hand-over and in DRIVERRESULT.
 void to_json(nlohmann::json&, const RunConfig&);

@@ -9,9 +9,10 @@
 
 namespace zob {
 
-// params = 2*V*h + n*(8*h*h + 5*h) (docs/anatomy.md §2)
+// Synthetic: params = 2*V*h + n*(8*h*h + 5*h) (docs/anatomy.md §2). Decoder: Hugging Face's
+// count, sum(p.numel() for p in model.parameters()) (docs/models.md).
 std::int64_t parameter_count(const ModelShape& shape);
-// "synthetic-h{hidden}-l{layers}": the model's name in results.
+// The model's name in results: --model as given, else "synthetic-h{hidden}-l{layers}".
 std::string model_name(const ModelShape& shape);
 // Parameters in billions, rounded to 3 decimals (DRIVERRESULT's params_b).
 double params_billions(std::int64_t params);
@@ -31,16 +32,51 @@ struct ModuleSlice {
   std::int64_t offset = 0;
   std::int64_t count = 0;
   std::vector<TensorSlice> tensors;
+  // Tensors another module owns that this one also computes with: a decoder's tied lm_head
+  // (the embedding table, in the head). Fetched with the module, after its own tensors, as
+  // ZeRO-3 fetches a shared parameter again; their gradient goes to the owner.
+  std::vector<TensorSlice> shared;
+  std::int64_t shared_count() const {
+    std::int64_t n = 0;
+    for (const auto& t : shared) n += t.count();
+    return n;
+  }
+  std::int64_t fetch_count() const { return count + shared_count(); }
 };
 
-// Flat order: embedding [V,h]; per layer fc1.weight [4h,h], fc1.bias [4h], fc2.weight [h,4h],
-// fc2.bias [h]; head [V,h].
+// Synthetic flat order: embedding [V,h]; per layer fc1.weight [4h,h], fc1.bias [4h],
+// fc2.weight [h,4h], fc2.bias [h]; head [V,h]. Decoder: Hugging Face's named_parameters order
+// (docs/models.md): embed_tokens; per layer q/k/v (+biases), o, gate, up, down, the two norms;
+// the final norm and lm_head (absent when tied) in the head.
 struct ModelLayout {
   ModelShape shape;
   std::vector<ModuleSlice> modules;  // embedding, layer0..layer{n-1}, head
   std::int64_t total = 0;
   static ModelLayout build(const ModelShape& shape);
 };
+
+// ---- decoder transformers (--model; src/model/decoder_configs.cpp, docs/models.md) ----
+
+// A built-in config: published values of the model's config.json on the Hugging Face hub.
+struct BuiltinModel {
+  std::string name;    // "Qwen2.5-7B"
+  std::string hf_id;   // "Qwen/Qwen2.5-7B" (also accepted by --model)
+  std::string source;  // the config.json URL the values come from
+  ModelShape shape;
+};
+const std::vector<BuiltinModel>& builtin_models();
+
+// --model NAME|PATH: an existing file (config.json) or folder holding config.json is read;
+// otherwise a built-in name or Hugging Face id, case-insensitive. UsageError (one line: the
+// accepted names, the closest one) otherwise. The result's `name` is the text given.
+ModelShape resolve_model(const std::string& name_or_path);
+// A Hugging Face config.json's text -> the decoder it describes, named `name`; `origin` names
+// the file in errors. UsageError on an unknown model_type, a missing or inconsistent field.
+ModelShape model_from_config_json(const std::string& json_text, const std::string& name,
+                                  const std::string& origin);
+// UsageError unless the decoder's sizes are consistent (heads divisible by kv_heads, an even
+// head_dim for the rotary embedding, everything positive).
+void check_decoder_arch(const ModelShape& shape);
 
 // Deterministic initial fp32 values, a function of (seed, element index) only, so any thread
 // split gives the same array. Weights uniform in ±1/sqrt(fan_in); biases likewise.

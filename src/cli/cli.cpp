@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "zob/errors.hpp"
+#include "zob/model.hpp"
 #include "zob/run_flags.hpp"
 #include "zob/text.hpp"
 #include "zob/thread_pool.hpp"
@@ -98,6 +99,21 @@ void apply_compat(const RunOptions& o, RunConfig& c) {
   }
 }
 
+// --model: the built-in config or config.json it names, --layers as an override; --hidden
+// and --vocab would contradict the config and are refused.
+void apply_model(const RunOptions& o, RunConfig& c) {
+  if (!o.given("--model")) return;
+  for (const char* flag : {"--hidden", "--vocab"}) {
+    if (o.given(flag)) {
+      throw UsageError(std::string(flag) + " with --model: the model's config.json sets it; " +
+                       "drop " + flag + " (only --layers may override a --model config)");
+    }
+  }
+  const std::int64_t layers = c.model.layers;
+  c.model = resolve_model(c.model.name);
+  if (o.given("--layers")) c.model.layers = layers;
+}
+
 CliCommand::Launcher parse_launcher(const std::string& launcher) {
   if (launcher != "fork" && launcher != "mpi") {
     throw UsageError("--launcher: unknown launcher '" + launcher + "'; use fork or mpi");
@@ -110,6 +126,7 @@ CliCommand run_command(const RunOptions& o) {
   CliCommand cmd;
   RunConfig& c = cmd.run;
   apply_run_options(o, c);
+  apply_model(o, c);
   apply_compat(o, c);
   if (c.device == DeviceKind::cpu && c.device_index != 0) {
     throw UsageError(

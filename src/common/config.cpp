@@ -93,6 +93,45 @@ DeviceKind parse_device_kind(const std::string& name) {
   throw UsageError("unknown device '" + name + "': use " + backend_names("or", true));
 }
 
+nlohmann::json model_architecture_json(const ModelShape& m) {
+  if (!m.decoder()) return nullptr;
+  const DecoderArch& a = m.arch;
+  return {{"name", m.name},
+          {"model_type", a.model_type},
+          {"intermediate_size", a.intermediate},
+          {"num_attention_heads", a.heads},
+          {"num_key_value_heads", a.kv_heads},
+          {"head_dim", a.head_dim},
+          {"attention_bias", a.attention_bias},
+          {"tie_word_embeddings", a.tie_embeddings},
+          {"rope_theta", a.rope_theta},
+          {"rms_norm_eps", a.rms_norm_eps},
+          {"config_layers", a.config_layers}};
+}
+
+namespace {
+
+void model_from_json(const nlohmann::json& j, ModelShape& m) {
+  m.name.clear();
+  m.arch = DecoderArch{};
+  if (!j.contains("model") || j.at("model").is_null()) return;
+  const nlohmann::json& d = j.at("model");
+  m.name = d.at("name").get<std::string>();
+  DecoderArch& a = m.arch;
+  a.model_type = d.at("model_type").get<std::string>();
+  a.intermediate = d.at("intermediate_size").get<std::int64_t>();
+  a.heads = d.at("num_attention_heads").get<std::int64_t>();
+  a.kv_heads = d.at("num_key_value_heads").get<std::int64_t>();
+  a.head_dim = d.at("head_dim").get<std::int64_t>();
+  a.attention_bias = d.at("attention_bias").get<bool>();
+  a.tie_embeddings = d.at("tie_word_embeddings").get<bool>();
+  a.rope_theta = d.at("rope_theta").get<double>();
+  a.rms_norm_eps = d.at("rms_norm_eps").get<double>();
+  a.config_layers = d.at("config_layers").get<std::int64_t>();
+}
+
+}  // namespace
+
 void to_json(nlohmann::json& j, const RunConfig& c) {
   std::vector<std::string> arms;
   for (Arm a : c.arms) arms.emplace_back(to_string(a));
@@ -116,6 +155,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
       {"compat", to_string(c.compat)},
       {"ablate_register", c.ablate_register},
       {"dry_run", c.dry_run},
+      {"model", model_architecture_json(c.model)},
   };
 }
 
@@ -123,6 +163,7 @@ void from_json(const nlohmann::json& j, RunConfig& c) {
   c.model.vocab = j.at("vocab").get<std::int64_t>();
   c.model.hidden = j.at("hidden").get<std::int64_t>();
   c.model.layers = j.at("layers").get<std::int64_t>();
+  model_from_json(j, c.model);
   c.batch = j.at("batch").get<std::int64_t>();
   c.seq = j.at("seq").get<std::int64_t>();
   c.steps = j.at("steps").get<int>();

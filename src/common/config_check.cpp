@@ -70,6 +70,11 @@ void check_combinations(const RunConfig& c) {
         "schedule runs one rank; use --schedule stock or overlap with --gpus > 1, "
         "or --gpus 1");
   }
+  if (c.gpus != 1 && c.model.decoder() && c.model.arch.tie_embeddings) {
+    throw UsageError("--model " + c.model.name +
+                     " ties lm_head to the embedding, which several ranks do not gather "
+                     "yet; use --gpus 1 or a model with tie_word_embeddings false");
+  }
   if (c.gpus == 1) {
     validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());
   } else {  // each rank takes its part of the list (choose_rank_placement)
@@ -84,6 +89,18 @@ void check_combinations(const RunConfig& c) {
   }
 }
 
+// A decoder's parameter count (model.cpp's parameter_count), in checked arithmetic.
+std::optional<std::uint64_t> decoder_params(const ModelShape& m) {
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const DecoderArch& a = m.arch;
+  const auto q = mul(u(a.heads), u(a.head_dim)), kv = mul(u(a.kv_heads), u(a.head_dim));
+  if (!q || !kv) return std::nullopt;
+  const std::uint64_t h = u(m.hidden);
+  auto layer = add(add(mul(mul(h, *q), 2), mul(mul(h, *kv), 2)), mul(mul(h, u(a.intermediate)), 3));
+  layer = add(layer, add(mul(h, 2), a.attention_bias ? add(*q, mul(*kv, 2)) : 0));
+  return add(add(mul(mul(u(m.vocab), h), a.tie_embeddings ? 1 : 2), h), mul(layer, u(m.layers)));
+}
+
 // The byte counts every part computes must fit in 64 bits.
 void check_sizes(const RunConfig& c) {
   const auto V = static_cast<std::uint64_t>(c.model.vocab);
@@ -93,8 +110,21 @@ void check_sizes(const RunConfig& c) {
   const std::string shape = fmt::format("--hidden {} --layers {} --vocab {} --batch {} --seq {}", h,
                                         n, V, c.batch, c.seq);
   // The parameter formula of docs/anatomy.md (parameter_count), in checked arithmetic.
-  const auto per_layer = add(mul(mul(h, h), 8), mul(h, 5));
-  const auto params = add(mul(mul(V, h), 2), mul(per_layer, n));
+  auto per_layer = add(mul(mul(h, h), 8), mul(h, 5));
+  auto params = add(mul(mul(V, h), 2), mul(per_layer, n));
+  if (c.model.decoder()) {
+    params = decoder_params(c.model);
+    // The attention probabilities [batch*heads, seq, seq] and their gradient, per layer.
+    const auto probs = mul(mul(mul(tokens, static_cast<std::uint64_t>(c.seq)),
+                               static_cast<std::uint64_t>(c.model.arch.heads)),
+                           4 * (n + 1));
+    if (!probs) {
+      throw UsageError(
+          fmt::format("--model {} --batch {} --seq {}: the attention scores overflow "
+                      "64-bit byte counts; choose a smaller batch or seq",
+                      c.model.name, c.batch, c.seq));
+    }
+  }
   if (!params || *params > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     throw UsageError("the model " + shape +
                      " has more parameters than fit in 64 bits; "

@@ -60,6 +60,17 @@ const RunConfig kDefaults{};
 // The table. Help texts and value names are those --help prints; doc_default is the
 // "default" column of docs/usage.md.
 const RunFlag kRunFlags[] = {
+    {"--model", "NAME|PATH",
+     "a decoder transformer (docs/models.md): a built-in config such as Qwen2.5-7B or "
+     "meta-llama/Llama-3.1-8B, or a config.json / a folder holding one; --layers N then "
+     "overrides its layer count; default the synthetic model",
+     "synthetic", FlagKind::value, 0, 0, 0, nullptr, nullptr,
+     // The name only: the CLI resolves it once every flag is in (it needs --layers).
+     [](RunConfig& c, const std::string& text) {
+       if (text.empty()) throw UsageError("--model: empty; give a built-in name or a path");
+       c.model.name = text;
+     },
+     nullptr},
     {"--hidden", "N", "hidden size h", "2048", FlagKind::integer, 1, limits::hidden, 1,
      [](const RunConfig& c) -> std::int64_t { return c.model.hidden; },
      [](RunConfig& c, std::int64_t v) { c.model.hidden = v; }, nullptr,

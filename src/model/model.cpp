@@ -45,14 +45,77 @@ void check_shape(const ModelShape& s) {
   }
 }
 
+// One module of a layout under construction: its tensors laid out from `offset` on.
+ModuleSlice make_module(std::string name, std::int64_t& offset,
+                        const std::vector<std::tuple<std::string, std::int64_t, std::int64_t>>& ts) {
+  ModuleSlice m;
+  m.name = std::move(name);
+  m.offset = offset;
+  for (const auto& [tname, rows, cols] : ts) {
+    TensorSlice t;
+    t.name = tname;
+    t.offset = offset;
+    t.rows = rows;
+    t.cols = cols;
+    offset += t.count();
+    m.tensors.push_back(std::move(t));
+  }
+  m.count = offset - m.offset;
+  return m;
+}
+
+// Hugging Face's named_parameters order of LlamaForCausalLM / MistralForCausalLM /
+// Qwen2ForCausalLM, cut into the modules embedding, layerN, head (final norm + lm_head).
+ModelLayout build_decoder_layout(const ModelShape& shape) {
+  const DecoderArch& a = shape.arch;
+  check_decoder_arch(shape);
+  ModelLayout layout;
+  layout.shape = shape;
+  const std::int64_t V = shape.vocab, h = shape.hidden, F = a.intermediate;
+  const std::int64_t q = a.heads * a.head_dim, kv = a.kv_heads * a.head_dim;
+  std::int64_t offset = 0;
+  layout.modules.push_back(make_module("embedding", offset, {{"model.embed_tokens.weight", V, h}}));
+  for (std::int64_t i = 0; i < shape.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> ts;
+    for (const auto& [proj, out] : {std::pair<const char*, std::int64_t>{"q_proj", q},
+                                    {"k_proj", kv}, {"v_proj", kv}}) {
+      ts.emplace_back(p + "self_attn." + proj + ".weight", out, h);
+      if (a.attention_bias) ts.emplace_back(p + "self_attn." + proj + ".bias", 1, out);
+    }
+    ts.emplace_back(p + "self_attn.o_proj.weight", h, q);
+    ts.emplace_back(p + "mlp.gate_proj.weight", F, h);
+    ts.emplace_back(p + "mlp.up_proj.weight", F, h);
+    ts.emplace_back(p + "mlp.down_proj.weight", h, F);
+    ts.emplace_back(p + "input_layernorm.weight", 1, h);
+    ts.emplace_back(p + "post_attention_layernorm.weight", 1, h);
+    layout.modules.push_back(make_module("layer" + std::to_string(i), offset, ts));
+  }
+  std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> head{{"model.norm.weight", 1, h}};
+  if (!a.tie_embeddings) head.emplace_back("lm_head.weight", V, h);
+  layout.modules.push_back(make_module("head", offset, head));
+  if (a.tie_embeddings) layout.modules.back().shared.push_back(layout.modules.front().tensors[0]);
+  layout.total = offset;
+  return layout;
+}
+
 }  // namespace
 
 std::int64_t parameter_count(const ModelShape& s) {
   const std::int64_t h = s.hidden;
+  if (s.decoder()) {
+    const DecoderArch& a = s.arch;
+    const std::int64_t q = a.heads * a.head_dim, kv = a.kv_heads * a.head_dim;
+    const std::int64_t attention = h * q + 2 * h * kv + q * h + (a.attention_bias ? q + 2 * kv : 0);
+    const std::int64_t mlp = 3 * h * a.intermediate;
+    const std::int64_t per_layer = attention + mlp + 2 * h;
+    return s.vocab * h + s.layers * per_layer + h + (a.tie_embeddings ? 0 : s.vocab * h);
+  }
   return 2 * s.vocab * h + s.layers * (8 * h * h + 5 * h);
 }
 
 std::string model_name(const ModelShape& s) {
+  if (s.decoder()) return s.name;
   return fmt::format("synthetic-h{}-l{}", s.hidden, s.layers);
 }
 
@@ -62,6 +125,7 @@ double params_billions(std::int64_t params) {
 
 ModelLayout ModelLayout::build(const ModelShape& shape) {
   check_shape(shape);
+  if (shape.decoder()) return build_decoder_layout(shape);
   ModelLayout layout;
   layout.shape = shape;
   const std::int64_t V = shape.vocab, h = shape.hidden, F = 4 * h;
@@ -106,8 +170,14 @@ void initial_parameters(const ModelLayout& layout, std::uint64_t seed, float* ou
       std::int64_t fan_in = t.cols;
       if (t.rows == 1) fan_in = (t.name.ends_with("fc2.bias")) ? 4 * h : h;
       const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+      // A decoder's RMSNorm weights start at 1, as Hugging Face initialises them.
+      const bool ones = layout.shape.decoder() && t.name.ends_with("norm.weight");
       auto fill = [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) {
+          if (ones) {
+            out[t.offset + i] = 1.0f;
+            continue;
+          }
           const std::uint64_t g = static_cast<std::uint64_t>(t.offset + i);
           const double u = static_cast<double>(counter_hash(seed, kParamStream, g) >> 40) *
                            (1.0 / 16777216.0);  // [0, 1), 24 bits

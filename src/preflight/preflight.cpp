@@ -22,9 +22,9 @@ void preflight_check(const RunConfig& config, const MemoryPlan& plan, const Host
   if (host.mem_available > 0 && host_needed > host.mem_available) {
     throw UsageError(fmt::format(
         "pre-flight: an arm needs {} of host memory ({} pinned + {} Adam states) but MemAvailable "
-        "is {}; use a smaller --hidden/--layers/--vocab (or --skip-preflight if you know better)",
+        "is {}; use a smaller {} (or --skip-preflight if you know better)",
         gb(host_needed), gb(plan.host_pinned_bytes), gb(plan.host_pageable_bytes),
-        gb(host.mem_available)));
+        gb(host.mem_available), config.model.decoder() ? "--model" : "--hidden/--layers/--vocab"));
   }
   const bool locks = std::any_of(config.arms.begin(), config.arms.end(), arm_locks);
   if (locks && !host.memlock_unlimited && !host.can_lock_without_limit &&

@@ -245,7 +245,9 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
     if (c.compat == Compat::v2 && a.arm == Arm::unregistered) j[arm_key(c, a.arm)] = arm_json(run, a);
   }
   j["schema_version"] = kSchemaVersion;
-  j["workload"] = {{"vocab", c.model.vocab},
+  j["workload"] = {{"model", model_name(c.model)},
+                   {"architecture", model_architecture_json(c.model)},
+                   {"vocab", c.model.vocab},
                    {"hidden", c.model.hidden},
                    {"layers", c.model.layers},
                    {"batch", c.batch},

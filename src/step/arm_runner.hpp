@@ -88,6 +88,7 @@ class ArmRunner {
   void create_events();
   void make_overlap_schedule();
   const bf16* weights(std::int64_t module) const;
+  const bf16* shared_weights(std::int64_t module) const;
   double forward(StepSample& s);
   double backward(StepSample& s);
   float group_loss(float local_loss);

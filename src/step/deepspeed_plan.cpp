@@ -16,6 +16,9 @@ namespace {
 struct Leaf {
   std::int64_t module = 0;
   std::vector<int> tensors;  // ascending id: DeepSpeed sorts a module's params by ds_id
+  // Uses another leaf's tensor (a tied lm_head): fetched here too, but autograd sums both
+  // uses' gradients before the parameter's one hook, which fires at the owner's leaf.
+  bool shared = false;
 };
 
 std::string leaf_name(const std::string& tensor) {
@@ -36,6 +39,16 @@ void list_tensors(const ModelLayout& layout, const DeepSpeedKnobs& k, DeepSpeedP
       if (leaves.empty() || leaf != last) leaves.push_back({static_cast<std::int64_t>(m), {}});
       leaves.back().tensors.push_back(id);
       last = leaf;
+    }
+    // A shared tensor (a tied lm_head: the embedding table) is its own leaf here too, with the
+    // owner's id: ZeRO-3 fetches a shared parameter again in every module that uses it.
+    for (const TensorSlice& t : layout.modules[m].shared) {
+      for (std::size_t id = 0; id < plan.tensors.size(); ++id) {
+        if (plan.tensors[id].offset == t.offset) {
+          leaves.push_back({static_cast<std::int64_t>(m), {static_cast<int>(id)}, true});
+        }
+      }
+      last.clear();
     }
   }
 }
@@ -182,6 +195,7 @@ class Coordinator {
 // Gradient hooks of one backward visit: a Linear's weight, then its bias.
 void add_gradients(DeepSpeedPlan& plan, DsVisit& visit, const Leaf& leaf, const DeepSpeedKnobs& k,
                    DsFlush& bucket, std::int64_t& elements) {
+  if (leaf.shared) return;
   for (int t : leaf.tensors) {
     const std::int64_t n = plan.tensors[static_cast<std::size_t>(t)].count;
     const bool flush = elements > 0 && elements + n > k.reduce_bucket;

@@ -79,6 +79,10 @@ class DeepSpeedRunner {
   void forward();
   void backward();
   void gradient_hooks(std::int64_t module);
+  // Every parameter is resident at its own offset: a shared tensor (tied table) is there too.
+  const bf16* shared_weights(const ModuleSlice& m) const {
+    return m.shared.empty() ? nullptr : params_.as<bf16>() + m.shared.front().offset;
+  }
   void flush(const DsFlush& f);
   void read_norm();
   void optimizer(int t, StepSample& s, Clock::time_point t0);
@@ -254,7 +258,8 @@ void DeepSpeedRunner::forward() {
     const std::int64_t j = plan_.visits[v].module;
     v = run_visits(v, true);
     dev_.record(task_start_[j], Queue::compute);
-    math_.forward(j, params_.as<bf16>() + layout_.modules[static_cast<std::size_t>(j)].offset);
+    const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
+    math_.forward(j, params_.as<bf16>() + m.offset, shared_weights(m));
     dev_.record(task_end_[j], Queue::compute);
   }
   host_.forward = seconds_between(tf, Clock::now());
@@ -271,7 +276,7 @@ void DeepSpeedRunner::backward() {
     const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
     dev_.record(task_start_[M + j], Queue::compute);
     math_.backward(j, params_.as<bf16>() + m.offset, grad_store_.as<bf16>() + m.offset,
-                   [&] { gradient_hooks(j); });
+                   [&] { gradient_hooks(j); }, shared_weights(m));
     dev_.record(task_end_[M + j], Queue::compute);
   }
   // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for

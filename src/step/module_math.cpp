@@ -53,9 +53,18 @@ ModuleMath::ModuleMath(Device& dev, const RunConfig& c, const ModelLayout& layou
   index_ = EmbeddingGradIndex{uniq_.as<std::int32_t>(), offsets_.as<std::int32_t>(),
                               positions_.as<std::int32_t>(),
                               static_cast<std::int64_t>(uniq.size())};
+  if (c.model.decoder()) {
+    decoder_ = std::make_unique<DecoderMath>(dev, c, xs_.as<bf16>(), logits_.as<bf16>(),
+                                             loss_.as<float>(), dy_.as<bf16>(),
+                                             ids_.as<std::int32_t>(), index_);
+  }
 }
 
-void ModuleMath::forward(std::int64_t j, const bf16* w) const {
+void ModuleMath::forward(std::int64_t j, const bf16* w, const bf16* shared) const {
+  if (decoder_) {
+    decoder_->forward(j, w, shared);
+    return;
+  }
   Device& dev = *dev_;
   if (j == 0) {
     dev.embedding_forward(ids_.as<std::int32_t>(), w, x(0), T_, h_);
@@ -79,7 +88,11 @@ void ModuleMath::forward(std::int64_t j, const bf16* w) const {
 }
 
 void ModuleMath::backward(std::int64_t j, const bf16* w, bf16* g,
-                          const std::function<void()>& grads_done) const {
+                          const std::function<void()>& grads_done, const bf16* shared) const {
+  if (decoder_) {
+    decoder_->backward(j, w, g, grads_done, shared);
+    return;
+  }
   Device& dev = *dev_;
   bf16* dy = dy_.as<bf16>();
   if (j == n_ + 1) {

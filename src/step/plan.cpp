@@ -2,6 +2,7 @@
 // (step_traffic). Pure arithmetic on the configuration.
 #include <algorithm>
 
+#include "step/decoder_math.hpp"
 #include "step/partitioned_step.hpp"
 #include "step/step_internal.hpp"
 #include "zob/model.hpp"
@@ -17,8 +18,17 @@ std::int64_t largest_module(const ModelLayout& layout) {
   return m;
 }
 
+// The largest fetch unit: a module with its shared tensors (a tied head holds the table).
+std::int64_t largest_fetch(const ModelLayout& layout) {
+  std::int64_t m = 0;
+  for (const auto& mod : layout.modules) m = std::max(m, mod.fetch_count());
+  return m;
+}
+
 std::int64_t fetched_elements(const ModelLayout& layout) {
-  return 2 * layout.total - layout.modules.back().count;
+  std::int64_t n = 0;
+  for (const auto& mod : layout.modules) n += 2 * mod.fetch_count();
+  return n - layout.modules.back().fetch_count();
 }
 
 DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int ranks) {
@@ -35,19 +45,23 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
     s.params = 2 * S;
     s.copy_temp = 4 * std::min(u(c.chunk_elems), S);
     if (c.schedule == Schedule::overlap) s.copy_temp_second = s.copy_temp;  // double-buffered
-    if (ranks > 1) s.param_slot = 2 * biggest;  // the all-gathers' ring
+    if (ranks > 1) s.param_slot = 2 * biggest;                              // the all-gathers' ring
   } else {
-    s.param_slot = 2 * biggest;
+    s.param_slot = 2 * std::max(biggest, u(largest_fetch(layout)));
     if (ranks > 1) s.shard_stage = 2 * biggest_shard;
   }
   s.grad_slot_bf16 = 2 * biggest;
   s.grad_slot_f32 = 4 * biggest_shard;
   s.hidden = 2 * (n + 1) * T * h;
-  s.pre = 2 * n * T * F;
-  s.act = 2 * n * T * F;
   s.logits = 2 * T * V;
   s.grad_hidden = 2 * T * h;
-  s.grad_ffn = 2 * T * F;
+  if (c.model.decoder()) {
+    s.decoder = decoder_sizes(c).total();
+  } else {
+    s.pre = 2 * n * T * F;
+    s.act = 2 * n * T * F;
+    s.grad_ffn = 2 * T * F;
+  }
   s.tokens = 4 * (T + T + (T + 1) + T);  // ids, unique ids, offsets, positions
   s.loss = 4;
   if (c.schedule == Schedule::deepspeed) {
@@ -101,9 +115,9 @@ MemoryPlan plan_memory(const RunConfig& config) {
   MemoryPlan plan;
   plan.host_pinned_bytes = 4 * P + 4 * P;  // fp32 master + fp32 gradients
   if (config.loop == Loop::offload_param) plan.host_pinned_bytes += 2 * P;  // bf16 params
-  plan.host_pageable_bytes = 4 * P + 4 * P;  // exp_avg + exp_avg_sq
+  plan.host_pageable_bytes = 4 * P + 4 * P;                                 // exp_avg + exp_avg_sq
   if (config.schedule == Schedule::deepspeed) {
-    plan.host_pinned_bytes += 2 * P;  // DeepSpeed's pinned bf16 gradient partition
+    plan.host_pinned_bytes += 2 * P;           // DeepSpeed's pinned bf16 gradient partition
     if (config.loop == Loop::offload_param) {  // its fp32 master is plain memory there
       plan.host_pinned_bytes -= 4 * P;
       plan.host_pageable_bytes += 4 * P;

@@ -47,7 +47,9 @@ ModelLayout shard_layout_of(const ModelLayout& layout, const ShardLayout& shards
 }  // namespace
 
 ArmRunner::ArmRunner(const RunConfig& config, Arm arm, Device& dev, RankComms comms)
-    : cfg_(config), arm_(arm), dev_(dev),
+    : cfg_(config),
+      arm_(arm),
+      dev_(dev),
       comm_(comms.host != nullptr ? comms.host : &single_),
       data_(comms.data != nullptr ? comms.data : comm_),
       layout_(ModelLayout::build(config.model)),
@@ -180,8 +182,7 @@ void ArmRunner::make_overlap_schedule() {
     b.temp[0] = copy_temp_.as<float>();
     b.temp[1] = copy_temp2_.as<float>();
   }
-  const OverlapEvents e{&d2h_end_, &cb_copy_start_, &cb_copy_end_, &cb_cast_start_,
-                        &cb_cast_end_};
+  const OverlapEvents e{&d2h_end_, &cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_};
   overlap_ = std::make_unique<OverlapSchedule>(
       dev_, *pool_, shard_layout_,
       make_pieces(shard_layout_, cfg_.sub_group_size, cfg_.chunk_elems), b, e);
@@ -192,9 +193,19 @@ const bf16* ArmRunner::weights(std::int64_t module) const {
   return param_slot_[fetch_of(module) % 2].as<bf16>();
 }
 
+// The module's shared tensor (a tied head's embedding table): resident at its owner's offset,
+// or fetched right after the module's own tensors. nullptr when it has none.
+const bf16* ArmRunner::shared_weights(std::int64_t module) const {
+  const ModuleSlice& m = this->module(module);
+  if (m.shared.empty()) return nullptr;
+  if (!fetching()) return params_.as<bf16>() + m.shared.front().offset;
+  return weights(module) + m.count;
+}
+
 // A module's bf16 parameters into the next slot of the ring, on the h2d queue: its shard from
-// the host (offload_param), then the all-gather of every rank's shard (N > 1). The slot is
-// overwritten only after the compute that last read it has finished.
+// the host (offload_param; a tied head's shared table after it, ZeRO-3's re-fetch), then the
+// all-gather of every rank's shard (N > 1; no shared tensors there, config_check refuses
+// them). The slot is overwritten only after the compute that last read it has finished.
 void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
   const auto t0 = Clock::now();
   const std::int64_t f = fetches_++;
@@ -208,6 +219,12 @@ void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
     bf16* landing = sharded() ? shard_stage_.as<bf16>() : dst;
     dev_.copy_to_device(Queue::h2d, landing, pbf16_.as<bf16>() + part.offset,
                         static_cast<std::size_t>(part.count) * 2);
+    std::int64_t at = part.count;  // shared tensors again, after the module's own
+    for (const TensorSlice& t : this->module(module).shared) {
+      dev_.copy_to_device(Queue::h2d, landing + at, pbf16_.as<bf16>() + t.offset,
+                          static_cast<std::size_t>(t.count()) * 2);
+      at += t.count();
+    }
     shard = landing;
   }
   dev_.record(fetch_gather_[f], Queue::h2d);
@@ -246,8 +263,8 @@ void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
 }
 
 void ArmRunner::copy_back(const SubGroup& sg) {
-  copy_back_range(dev_, master_.as<float>(), params_.as<bf16>(), copy_temp_.as<float>(),
-                  sg.begin, sg.end, cfg_.chunk_elems, sg.first_piece,
+  copy_back_range(dev_, master_.as<float>(), params_.as<bf16>(), copy_temp_.as<float>(), sg.begin,
+                  sg.end, cfg_.chunk_elems, sg.first_piece,
                   {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
 }
 
@@ -297,7 +314,7 @@ double ArmRunner::forward(StepSample& s) {
       dev_.queue_wait(Queue::compute, fetch_end_[fetch_of(j)]);
     }
     dev_.record(task_start_[j], Queue::compute);
-    math_.forward(j, weights(j));
+    math_.forward(j, weights(j), shared_weights(j));
     dev_.record(task_end_[j], Queue::compute);
     if (fetching()) slot_released_[fetch_of(j) % 2] = &task_end_[j];
   }
@@ -325,7 +342,8 @@ double ArmRunner::backward(StepSample& s) {
       dev_.fill_zero(Queue::compute, g + module(j).count,
                      static_cast<std::size_t>(padded(j) - module(j).count) * 2);
     }
-    math_.backward(j, weights(j), g, [&] { offload_grads(j, g, g32); });
+    math_.backward(
+        j, weights(j), g, [&] { offload_grads(j, g, g32); }, shared_weights(j));
     dev_.record(task_end_[task], Queue::compute);
     grad_slot_free_[gslot] = &d2h_end_[j];
     if (fetching()) slot_released_[fetch_of(j) % 2] = &task_end_[task];
@@ -370,8 +388,8 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
     const std::string tag = "[" + std::to_string(gi) + "]";
     const auto ta = Clock::now();
     adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
-              exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, len, t,
-              hyper, *pool_);
+              exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, len, t, hyper,
+              *pool_);
     const double a = seconds_since(ta);
     times.adam += a;
     s.spans.push_back({"cpu_adam", to_string(Phase::adam) + tag, seconds_between(t0, ta), a});
@@ -392,19 +410,22 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
 
 ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
                           std::vector<float>* final_master) {
-  if (config.schedule == Schedule::deepspeed) return run_deepspeed_arm(config, arm, device, final_master);
+  if (config.schedule == Schedule::deepspeed)
+    return run_deepspeed_arm(config, arm, device, final_master);
   return run_arm_with<ArmRunner>(config, arm, device, final_master);
 }
 
 void check_step_config(const RunConfig& c, const char* who) {
-  if (c.batch <= 0 || c.seq <= 0 || c.chunk_elems <= 0 || c.sub_group_size <= 0 ||
-      c.steps < 0 || c.warmup < 0) {
-    throw UsageError(std::string(who) + ": batch, seq, chunk_elems and sub_group_size must be "
+  if (c.batch <= 0 || c.seq <= 0 || c.chunk_elems <= 0 || c.sub_group_size <= 0 || c.steps < 0 ||
+      c.warmup < 0) {
+    throw UsageError(std::string(who) +
+                     ": batch, seq, chunk_elems and sub_group_size must be "
                      "> 0 and steps, warmup >= 0");
   }
 }
 
-std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, std::int64_t* pieces) {
+std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params,
+                                       std::int64_t* pieces) {
   check_step_config(c, "run_arm");
   std::vector<SubGroup> groups;
   *pieces = 0;

@@ -68,7 +68,7 @@ void ArmRunner::report_fetches(StepSample& s) {
     span.duration_s = copy + all_gather;
     h2d += copy;
     gather += all_gather;
-    fetched += own(j).count;
+    fetched += sharded() ? own(j).count : module(j).fetch_count();  // with a tied head's table
     gathered += padded(j);
     ++f;
   }

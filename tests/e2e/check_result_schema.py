@@ -30,6 +30,17 @@ def driver_result(binary, args, env_extra=None, expect_rc=0):
     return json.loads(lines[0][len("DRIVERRESULT="):])
 
 
+def model_result(binary, model):
+    """--model: a decoder config.json of tests/models (SMALL's --hidden / --vocab are refused)."""
+    args = ["--device", "cpu", "--model", model, "--batch", "2", "--seq", "8", "--steps", "2",
+            "--warmup", "1", "--arms", "registered,unregistered"]
+    p = subprocess.run([binary] + args, capture_output=True, text=True, timeout=120)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("DRIVERRESULT=")]
+    if p.returncode != 0 or len(lines) != 1:
+        sys.exit(f"FAIL: {args}: exit {p.returncode}\n{p.stderr}")
+    return json.loads(lines[0][len("DRIVERRESULT="):])
+
+
 def must_fail(validator, doc, what):
     if validator.is_valid(doc):
         sys.exit(f"FAIL: the schema accepts a document with {what}")
@@ -58,9 +69,14 @@ def main():
     ranked_failed = driver_result(binary, ["--gpus", "2", "--arms", "registered"],
                                   {"ZOB_TEST_RANK_FAULT": "registered:1:exit"}, expect_rc=1)
 
+    models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
+    decoder = model_result(binary, os.path.join(models, "tiny-llama-tied"))
+    if decoder["workload"]["architecture"]["model_type"] != "llama":
+        sys.exit("FAIL: --model: workload.architecture does not describe the decoder")
+
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
                     ("--offload-param", offload), ("--compat v2", v2), ("--gpus 2", ranked),
-                    ("--gpus 2, rank 1 died", ranked_failed)]:
+                    ("--gpus 2, rank 1 died", ranked_failed), ("--model", decoder)]:
         errors = sorted(validator.iter_errors(d), key=lambda e: list(e.path))
         for e in errors:
             print(f"{name}: {'/'.join(map(str, e.path))}: {e.message}", file=sys.stderr)
@@ -87,7 +103,10 @@ def main():
     bad_policy = copy.deepcopy(ranked)
     bad_policy["registered"]["ranks"][0]["placement"]["policy"] = "rank slice two"
     must_fail(validator, bad_policy, "a rank placement policy without its slice numbers")
-    print("ok: 7 documents valid against", schema_path)
+    bad_arch = copy.deepcopy(decoder)
+    bad_arch["workload"]["architecture"]["model_type"] = "gpt2"
+    must_fail(validator, bad_arch, "an architecture of an unknown model_type")
+    print("ok: 8 documents valid against", schema_path)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,357 @@
+// The decoder transformer's forward and backward on the Device (decoder_math.hpp). One layer,
+// as Hugging Face's LlamaDecoderLayer / Qwen2DecoderLayer computes it (eager attention):
+//   xn1 = rmsnorm(x) ; q,k,v = xn1 W^T (+ b) ; Q,K = rope(q,k), K,V repeated to every head
+//   P = causal_softmax(Q K^T / sqrt(D)) ; attn = P V ; x_mid = x + attn W_o^T
+//   xn2 = rmsnorm(x_mid) ; x' = x_mid + (silu(xn2 W_g^T) * xn2 W_u^T) W_d^T
+// The head: xf = rmsnorm(x_n) ; logits = xf W_lm^T ; loss = sum(logits), the upstream
+// script's loss with --model (engine(ids).logits.sum()).
+#include "step/decoder_math.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace zob::step_detail {
+namespace {
+
+// Sub-buffers start on 256-byte boundaries (128 bf16 / 64 fp32 elements).
+std::uint64_t padded(std::uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct Dims {
+  std::uint64_t T, h, q, kv, F, probs;
+};
+
+Dims dims_of(const RunConfig& c) {
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const DecoderArch& a = c.model.arch;
+  return {u(c.tokens()),           u(c.model.hidden),
+          u(a.heads * a.head_dim), u(a.kv_heads * a.head_dim),
+          u(a.intermediate),       u(c.batch * a.heads) * u(c.seq) * u(c.seq)};
+}
+
+// Byte offsets of one layer's saved activations, in the order of DecoderMath::Saved.
+struct SavedOffsets {
+  std::uint64_t rstd1, rstd2, xn1, qh, kh, vh, probs, attn, xmid, xn2, gate, up, act, end;
+};
+
+SavedOffsets saved_offsets(const Dims& d) {
+  SavedOffsets o{};
+  std::uint64_t at = 0;
+  const auto take = [&](std::uint64_t bytes) {
+    const std::uint64_t here = at;
+    at += padded(bytes);
+    return here;
+  };
+  o.rstd1 = take(4 * d.T);
+  o.rstd2 = take(4 * d.T);
+  o.xn1 = take(2 * d.T * d.h);
+  o.qh = take(2 * d.T * d.q);
+  o.kh = take(2 * d.T * d.q);
+  o.vh = take(2 * d.T * d.q);
+  o.probs = take(2 * d.probs);
+  o.attn = take(2 * d.T * d.q);
+  o.xmid = take(2 * d.T * d.h);
+  o.xn2 = take(2 * d.T * d.h);
+  o.gate = take(2 * d.T * d.F);
+  o.up = take(2 * d.T * d.F);
+  o.act = take(2 * d.T * d.F);
+  o.end = at;
+  return o;
+}
+
+// Scratch: four [T,q], two [T,kv], the probabilities' gradient, two [T,h], three [T,F].
+struct ScratchOffsets {
+  std::uint64_t t[4], tk, tv, dprobs, dtmp, dtmp2, dact, dgate, dup, end;
+};
+
+ScratchOffsets scratch_offsets(const Dims& d) {
+  ScratchOffsets o{};
+  std::uint64_t at = 0;
+  const auto take = [&](std::uint64_t bytes) {
+    const std::uint64_t here = at;
+    at += padded(bytes);
+    return here;
+  };
+  for (std::uint64_t& t : o.t) t = take(2 * d.T * d.q);
+  o.tk = take(2 * d.T * d.kv);
+  o.tv = take(2 * d.T * d.kv);
+  o.dprobs = take(2 * d.probs);
+  o.dtmp = take(2 * d.T * d.h);
+  o.dtmp2 = take(2 * d.T * d.h);
+  o.dact = take(2 * d.T * d.F);
+  o.dgate = take(2 * d.T * d.F);
+  o.dup = take(2 * d.T * d.F);
+  o.end = at;
+  return o;
+}
+
+}  // namespace
+
+DecoderSizes decoder_sizes(const RunConfig& c) {
+  const Dims d = dims_of(c);
+  DecoderSizes s;
+  s.saved_per_layer = saved_offsets(d).end;
+  s.saved_layers = s.saved_per_layer * static_cast<std::uint64_t>(c.model.layers);
+  s.head_saved = padded(4 * d.T) + padded(2 * d.T * d.h);
+  s.scratch = scratch_offsets(d).end;
+  if (c.model.arch.tie_embeddings)
+    s.tied_grad = 2 * static_cast<std::uint64_t>(c.model.vocab) * d.h;
+  return s;
+}
+
+DecoderMath::DecoderMath(Device& dev, const RunConfig& c, bf16* hidden_stack, bf16* logits,
+                         float* loss, bf16* dy, const std::int32_t* ids,
+                         const EmbeddingGradIndex& index)
+    : dev_(&dev),
+      hidden_(hidden_stack),
+      logits_(logits),
+      loss_(loss),
+      dy_(dy),
+      ids_(ids),
+      index_(index) {
+  const DecoderArch& a = c.model.arch;
+  B_ = c.batch;
+  S_ = c.seq;
+  T_ = c.tokens();
+  h_ = c.model.hidden;
+  V_ = c.model.vocab;
+  n_ = c.model.layers;
+  F_ = a.intermediate;
+  H_ = a.heads;
+  K_ = a.kv_heads;
+  D_ = a.head_dim;
+  q_ = H_ * D_;
+  kv_ = K_ * D_;
+  bias_ = a.attention_bias;
+  tied_ = a.tie_embeddings;
+  theta_ = a.rope_theta;
+  eps_ = static_cast<float>(a.rms_norm_eps);
+  set_layer_offsets();
+  place_buffers(dev, c);
+}
+
+// The layer's tensors in ModelLayout's order (model.cpp, build_decoder_layout).
+void DecoderMath::set_layer_offsets() {
+  std::int64_t at = 0;
+  const auto take = [&](std::int64_t n) {
+    const std::int64_t here = at;
+    at += n;
+    return here;
+  };
+  off_.q_w = take(q_ * h_);
+  off_.q_b = bias_ ? take(q_) : -1;
+  off_.k_w = take(kv_ * h_);
+  off_.k_b = bias_ ? take(kv_) : -1;
+  off_.v_w = take(kv_ * h_);
+  off_.v_b = bias_ ? take(kv_) : -1;
+  off_.o_w = take(h_ * q_);
+  off_.gate = take(F_ * h_);
+  off_.up = take(F_ * h_);
+  off_.down = take(h_ * F_);
+  off_.ln1 = take(h_);
+  off_.ln2 = take(h_);
+}
+
+// Allocates the saved activations, the head's, the scratch and the tied gradient, and points
+// saved0_ / sc_ / xf_ / rstd_f_ into them.
+void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
+  const DecoderSizes s = decoder_sizes(c);
+  saved_ = DeviceBuffer(dev, s.saved_layers);
+  head_saved_ = DeviceBuffer(dev, s.head_saved);
+  scratch_ = DeviceBuffer(dev, s.scratch);
+  tied_grad_ = DeviceBuffer(dev, s.tied_grad);
+  const Dims d = dims_of(c);
+  const SavedOffsets so = saved_offsets(d);
+  saved_stride_ = so.end;
+  char* sv = saved_.as<char>();
+  const auto b = [](char* base, std::uint64_t off) { return reinterpret_cast<bf16*>(base + off); };
+  saved0_ = {b(sv, so.xn1),
+             b(sv, so.qh),
+             b(sv, so.kh),
+             b(sv, so.vh),
+             b(sv, so.probs),
+             b(sv, so.attn),
+             b(sv, so.xmid),
+             b(sv, so.xn2),
+             b(sv, so.gate),
+             b(sv, so.up),
+             b(sv, so.act),
+             reinterpret_cast<float*>(sv + so.rstd1),
+             reinterpret_cast<float*>(sv + so.rstd2)};
+  const ScratchOffsets co = scratch_offsets(d);
+  char* sc = scratch_.as<char>();
+  sc_ = {{b(sc, co.t[0]), b(sc, co.t[1]), b(sc, co.t[2]), b(sc, co.t[3])},
+         b(sc, co.tk),
+         b(sc, co.tv),
+         b(sc, co.dprobs),
+         b(sc, co.dtmp),
+         b(sc, co.dtmp2),
+         b(sc, co.dact),
+         b(sc, co.dgate),
+         b(sc, co.dup)};
+  rstd_f_ = head_saved_.as<float>();
+  xf_ = b(head_saved_.as<char>(), padded(4 * d.T));
+}
+
+DecoderMath::Saved DecoderMath::saved(std::int64_t layer) const {
+  const std::uint64_t shift = static_cast<std::uint64_t>(layer) * saved_stride_;
+  const auto b = [&](bf16* p) {
+    return reinterpret_cast<bf16*>(reinterpret_cast<char*>(p) + shift);
+  };
+  const auto f = [&](float* p) {
+    return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + shift);
+  };
+  const Saved& z = saved0_;
+  return {b(z.xn1), b(z.qh),   b(z.kh), b(z.vh),  b(z.probs), b(z.attn), b(z.xmid),
+          b(z.xn2), b(z.gate), b(z.up), b(z.act), f(z.rstd1), f(z.rstd2)};
+}
+
+void DecoderMath::linear(const bf16* x, const bf16* w, bf16* y, std::int64_t rows, std::int64_t in,
+                         std::int64_t out) const {
+  dev_->gemm({false, true, rows, out, in, x, in, w, in, y, out});
+}
+
+void DecoderMath::forward(std::int64_t j, const bf16* w, const bf16* shared) const {
+  if (j == 0) {
+    dev_->embedding_forward(ids_, w, x(0), T_, h_);
+  } else if (j == n_ + 1) {
+    if (tied_ && shared == nullptr) {
+      throw std::logic_error("decoder head: tied lm_head without the embedding table");
+    }
+    head_forward(w, tied_ ? shared : w + h_);
+  } else {
+    layer_forward(j - 1, w);
+  }
+}
+
+void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
+                           const std::function<void()>& grads_done, const bf16* shared) const {
+  if (j == n_ + 1) {
+    if (tied_ && shared == nullptr) {
+      throw std::logic_error("decoder head: tied lm_head without the embedding table");
+    }
+    head_backward(w, g, grads_done, tied_ ? shared : w + h_);
+  } else if (j == 0) {
+    // The lookup's gradient, plus the tied lm_head's (computed first, in the head's backward).
+    dev_->fill_zero(Queue::compute, g, static_cast<std::size_t>(V_ * h_) * 2);
+    dev_->embedding_backward(index_, dy_, g, h_);
+    if (tied_) dev_->residual_add(g, tied_grad_.as<bf16>(), V_ * h_);
+    if (grads_done) grads_done();
+  } else {
+    layer_backward(j - 1, w, g, grads_done);
+  }
+}
+
+void DecoderMath::head_forward(const bf16* w, const bf16* table) const {
+  dev_->rmsnorm_forward(x(n_), w, xf_, rstd_f_, T_, h_, eps_);
+  linear(xf_, table, logits_, T_, h_, V_);
+  dev_->sum(logits_, T_ * V_, loss_);
+}
+
+void DecoderMath::head_backward(const bf16* w, bf16* g, const std::function<void()>& grads_done,
+                                const bf16* table) const {
+  bf16* dlogits = logits_;             // dead once the loss is summed
+  dev_->fill(dlogits, 1.0f, T_ * V_);  // d(sum)/d(logit) = 1
+  bf16* g_lm = tied_ ? tied_grad_.as<bf16>() : g + h_;
+  dev_->gemm({true, false, V_, h_, T_, dlogits, V_, xf_, h_, g_lm, h_});
+  dev_->gemm({false, false, T_, h_, V_, dlogits, V_, table, h_, sc_.dtmp, h_});
+  dev_->rmsnorm_backward(sc_.dtmp, x(n_), w, rstd_f_, dy_, g, T_, h_);
+  if (grads_done) grads_done();
+}
+
+void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
+  Device& dev = *dev_;
+  const Saved a = saved(layer);
+  const std::int64_t BH = B_ * H_, rep = H_ / K_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
+  dev.rmsnorm_forward(x(layer), w + off_.ln1, a.xn1, a.rstd1, T_, h_, eps_);
+  bf16 *q = sc_.t[0], *k = sc_.tk, *v = sc_.tv;
+  linear(a.xn1, w + off_.q_w, q, T_, h_, q_);
+  linear(a.xn1, w + off_.k_w, k, T_, h_, kv_);
+  linear(a.xn1, w + off_.v_w, v, T_, h_, kv_);
+  if (bias_) {
+    dev.bias_add(q, w + off_.q_b, T_, q_);
+    dev.bias_add(k, w + off_.k_b, T_, kv_);
+    dev.bias_add(v, w + off_.v_b, T_, kv_);
+  }
+  dev.to_heads(q, a.qh, B_, S_, H_, D_, 1, theta_);
+  dev.to_heads(k, a.kh, B_, S_, K_, D_, rep, theta_);
+  dev.to_heads(v, a.vh, B_, S_, K_, D_, rep, 0.0);
+  // scores = Q K^T per (batch, head), then the causal softmax in place.
+  dev.gemm_strided_batched({false, true, S_, S_, D_, a.qh, D_, a.kh, D_, a.probs, S_}, BH, S_ * D_,
+                           S_ * D_, S_ * S_);
+  dev.causal_softmax_forward(a.probs, a.probs, BH, S_, scale);
+  bf16* heads_out = sc_.t[0];  // q is dead once in head-major form
+  dev.gemm_strided_batched({false, false, S_, D_, S_, a.probs, S_, a.vh, D_, heads_out, D_}, BH,
+                           S_ * S_, S_ * D_, S_ * D_);
+  dev.from_heads(heads_out, a.attn, B_, S_, H_, D_, 1, 0.0);
+  linear(a.attn, w + off_.o_w, a.xmid, T_, q_, h_);
+  dev.residual_add(a.xmid, x(layer), T_ * h_);  // bf16(a + b) is symmetric: x + o_proj
+  dev.rmsnorm_forward(a.xmid, w + off_.ln2, a.xn2, a.rstd2, T_, h_, eps_);
+  linear(a.xn2, w + off_.gate, a.gate, T_, h_, F_);
+  linear(a.xn2, w + off_.up, a.up, T_, h_, F_);
+  dev.silu_mul_forward(a.gate, a.up, a.act, T_ * F_);
+  linear(a.act, w + off_.down, x(layer + 1), T_, F_, h_);
+  dev.residual_add(x(layer + 1), a.xmid, T_ * h_);
+}
+
+void DecoderMath::layer_backward(std::int64_t layer, const bf16* w, bf16* g,
+                                 const std::function<void()>& grads_done) const {
+  Device& dev = *dev_;
+  const Saved a = saved(layer);
+  // MLP: dy is d x_{i+1}, also d down's output.
+  dev.gemm({false, false, T_, F_, h_, dy_, h_, w + off_.down, F_, sc_.dact, F_});
+  dev.gemm({true, false, h_, F_, T_, dy_, h_, a.act, F_, g + off_.down, F_});
+  dev.silu_mul_backward(sc_.dact, a.gate, a.up, sc_.dgate, sc_.dup, T_ * F_);
+  dev.gemm({true, false, F_, h_, T_, sc_.dgate, F_, a.xn2, h_, g + off_.gate, h_});
+  dev.gemm({true, false, F_, h_, T_, sc_.dup, F_, a.xn2, h_, g + off_.up, h_});
+  dev.gemm({false, false, T_, h_, F_, sc_.dgate, F_, w + off_.gate, h_, sc_.dtmp, h_});
+  dev.gemm({false, false, T_, h_, F_, sc_.dup, F_, w + off_.up, h_, sc_.dtmp2, h_});
+  dev.residual_add(sc_.dtmp, sc_.dtmp2, T_ * h_);
+  dev.rmsnorm_backward(sc_.dtmp, a.xmid, w + off_.ln2, a.rstd2, sc_.dtmp2, g + off_.ln2, T_, h_);
+  dev.residual_add(dy_, sc_.dtmp2, T_ * h_);  // dy is now d x_mid
+  attention_backward(a, w, g);
+  dev.rmsnorm_backward(sc_.dtmp, x(layer), w + off_.ln1, a.rstd1, sc_.dtmp2, g + off_.ln1, T_, h_);
+  if (grads_done) grads_done();
+  dev.residual_add(dy_, sc_.dtmp2, T_ * h_);  // dy is now d x_i
+}
+
+// From dy = d x_mid to d xn1 in sc_.dtmp, with the gradients of q/k/v/o (and their biases).
+void DecoderMath::attention_backward(const Saved& a, const bf16* w, bf16* g) const {
+  Device& dev = *dev_;
+  const std::int64_t BH = B_ * H_, rep = H_ / K_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
+  bf16 *d_attn = sc_.t[0], *d_heads_out = sc_.t[1], *dvh = sc_.t[2], *dkh = sc_.t[3];
+  dev.gemm({false, false, T_, q_, h_, dy_, h_, w + off_.o_w, q_, d_attn, q_});
+  dev.gemm({true, false, h_, q_, T_, dy_, h_, a.attn, q_, g + off_.o_w, q_});
+  dev.to_heads(d_attn, d_heads_out, B_, S_, H_, D_, 1, 0.0);
+  // dP = dO V^T, dV = P^T dO, then the softmax's backward in place.
+  dev.gemm_strided_batched({false, true, S_, S_, D_, d_heads_out, D_, a.vh, D_, sc_.dprobs, S_}, BH,
+                           S_ * D_, S_ * D_, S_ * S_);
+  dev.gemm_strided_batched({true, false, S_, D_, S_, a.probs, S_, d_heads_out, D_, dvh, D_}, BH,
+                           S_ * S_, S_ * D_, S_ * D_);
+  dev.causal_softmax_backward(a.probs, sc_.dprobs, sc_.dprobs, BH, S_, scale);
+  bf16* dqh = sc_.t[0];  // d_attn is dead
+  dev.gemm_strided_batched({false, false, S_, D_, S_, sc_.dprobs, S_, a.kh, D_, dqh, D_}, BH,
+                           S_ * S_, S_ * D_, S_ * D_);
+  dev.gemm_strided_batched({true, false, S_, D_, S_, sc_.dprobs, S_, a.qh, D_, dkh, D_}, BH,
+                           S_ * S_, S_ * D_, S_ * D_);
+  bf16 *dq = sc_.t[1], *dk = sc_.tk, *dv = sc_.tv;
+  dev.from_heads(dqh, dq, B_, S_, H_, D_, 1, theta_);
+  dev.from_heads(dkh, dk, B_, S_, K_, D_, rep, theta_);
+  dev.from_heads(dvh, dv, B_, S_, K_, D_, rep, 0.0);
+  dev.gemm({true, false, q_, h_, T_, dq, q_, a.xn1, h_, g + off_.q_w, h_});
+  dev.gemm({true, false, kv_, h_, T_, dk, kv_, a.xn1, h_, g + off_.k_w, h_});
+  dev.gemm({true, false, kv_, h_, T_, dv, kv_, a.xn1, h_, g + off_.v_w, h_});
+  if (bias_) {
+    dev.column_sum(dq, g + off_.q_b, T_, q_);
+    dev.column_sum(dk, g + off_.k_b, T_, kv_);
+    dev.column_sum(dv, g + off_.v_b, T_, kv_);
+  }
+  dev.gemm({false, false, T_, h_, q_, dq, q_, w + off_.q_w, h_, sc_.dtmp, h_});
+  dev.gemm({false, false, T_, h_, kv_, dk, kv_, w + off_.k_w, h_, sc_.dtmp2, h_});
+  dev.residual_add(sc_.dtmp, sc_.dtmp2, T_ * h_);
+  dev.gemm({false, false, T_, h_, kv_, dv, kv_, w + off_.v_w, h_, sc_.dtmp2, h_});
+  dev.residual_add(sc_.dtmp, sc_.dtmp2, T_ * h_);
+}
+
+}  // namespace zob::step_detail

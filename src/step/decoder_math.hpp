@@ -1,0 +1,90 @@
+// Internal to src/step: the decoder transformer's (--model) device state and each module's
+// forward and backward as a fixed sequence of Device calls, behind ModuleMath (module_math.hpp)
+// so the steps and schedules drive it like the synthetic model. docs/models.md describes the
+// math; include/zob/device.hpp the kernels.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+#include "step/device_buffer.hpp"
+#include "zob/config.hpp"
+#include "zob/device.hpp"
+#include "zob/model.hpp"
+
+namespace zob::step_detail {
+
+// Device bytes of the decoder's activations (what backward reads, per layer) and its scratch.
+// The hidden-state stack x_0..x_n and the logits are DeviceSizes::hidden / logits.
+struct DecoderSizes {
+  std::uint64_t saved_per_layer = 0;  // xn1, Q/K/V heads, probs, attn, x_mid, xn2, gate, up,
+                                      // act (bf16) and the two rstd rows (fp32)
+  std::uint64_t saved_layers = 0;     // saved_per_layer * layers
+  std::uint64_t head_saved = 0;       // the final norm's output and rstd
+  std::uint64_t scratch = 0;          // forward / backward temporaries of one layer
+  std::uint64_t tied_grad = 0;        // tied lm_head: its gradient until the embedding's
+  std::uint64_t total() const { return saved_layers + head_saved + scratch + tied_grad; }
+};
+DecoderSizes decoder_sizes(const RunConfig& config);
+
+class DecoderMath {
+ public:
+  // Allocates the buffers of decoder_sizes; `ids` and `index` live in the caller's buffers.
+  DecoderMath(Device& dev, const RunConfig& config, bf16* hidden_stack, bf16* logits, float* loss,
+              bf16* dy, const std::int32_t* ids, const EmbeddingGradIndex& index);
+
+  // As ModuleMath's; `shared` is the embedding table when the head is tied (required then).
+  void forward(std::int64_t j, const bf16* w, const bf16* shared) const;
+  void backward(std::int64_t j, const bf16* w, bf16* g, const std::function<void()>& grads_done,
+                const bf16* shared) const;
+
+ private:
+  // Element offsets of a layer's tensors in its module (weights and gradients alike);
+  // biases are -1 when the model has none.
+  struct LayerOffsets {
+    std::int64_t q_w, q_b, k_w, k_b, v_w, v_b, o_w, gate, up, down, ln1, ln2;
+  };
+  // One layer's saved activations.
+  struct Saved {
+    bf16 *xn1, *qh, *kh, *vh, *probs, *attn, *xmid, *xn2, *gate, *up, *act;
+    float *rstd1, *rstd2;
+  };
+  // Scratch of one layer's forward and backward (see scratch_offsets in decoder_math.cpp).
+  struct Scratch {
+    bf16 *t[4], *tk, *tv, *dprobs, *dtmp, *dtmp2, *dact, *dgate, *dup;
+  };
+  void set_layer_offsets();
+  void place_buffers(Device& dev, const RunConfig& config);
+  Saved saved(std::int64_t layer) const;
+  bf16* x(std::int64_t i) const { return hidden_ + i * T_ * h_; }
+  void layer_forward(std::int64_t layer, const bf16* w) const;
+  void layer_backward(std::int64_t layer, const bf16* w, bf16* g,
+                      const std::function<void()>& grads_done) const;
+  void attention_backward(const Saved& a, const bf16* w, bf16* g) const;
+  void head_forward(const bf16* w, const bf16* table) const;
+  void head_backward(const bf16* w, bf16* g, const std::function<void()>& grads_done,
+                     const bf16* table) const;
+  // C = op(A) * op(B) through Device::gemm, the three shapes of a linear layer.
+  void linear(const bf16* x, const bf16* w, bf16* y, std::int64_t rows, std::int64_t in,
+              std::int64_t out) const;
+
+  Device* dev_;
+  std::int64_t B_, S_, T_, h_, V_, n_, F_, H_, K_, D_, q_, kv_;
+  bool bias_, tied_;
+  double theta_;
+  float eps_;
+  LayerOffsets off_{};
+  bf16* hidden_;
+  bf16* logits_;
+  float* loss_;
+  bf16* dy_;
+  const std::int32_t* ids_;
+  EmbeddingGradIndex index_;
+  DeviceBuffer saved_, head_saved_, scratch_, tied_grad_;
+  Saved saved0_{};  // layer 0's; layer i's are i * saved_stride_ bytes on
+  std::uint64_t saved_stride_ = 0;
+  Scratch sc_{};
+  bf16* xf_ = nullptr;       // the final norm's output [T,h]
+  float* rstd_f_ = nullptr;  // and its rstd [T]
+};
+
+}  // namespace zob::step_detail

@@ -1,0 +1,160 @@
+// End-to-end --model on the CPU device through the real binary: a config.json path (tied and
+// untied, Qwen2 biases and Llama's grouped-query attention) gives the same parameters and
+// losses in both loops under every schedule; a built-in name's dry run; refusals (exit 2, one
+// line).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct BenchRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Runs the binary with stdout / stderr in files (no pipes to drain), waits for it.
+BenchRun run_bench(const std::vector<std::string>& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(rand());
+  const auto out = dir / ("zob_model_out_" + tag), err = dir / ("zob_model_err_" + tag);
+  std::vector<std::string> owned{ZOB_BINARY};
+  owned.insert(owned.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) {
+      ::_exit(126);
+    }
+    ::execv(ZOB_BINARY, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BenchRun r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+nlohmann::json driver_result(const BenchRun& r) {
+  const auto at = r.out.find("DRIVERRESULT=");
+  if (at == std::string::npos) return nullptr;
+  const auto end = r.out.find('\n', at);
+  return nlohmann::json::parse(r.out.substr(at + 13, end - at - 13));
+}
+
+std::string fixture(const char* name) {
+  return std::string(ZOB_SOURCE_DIR) + "/tests/models/" + name;
+}
+
+class ModelE2E : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ModelE2E, ConfigPathGivesTheSameStepInEveryLoopAndSchedule) {
+  const std::string model = fixture(GetParam());
+  nlohmann::json first;
+  for (const char* schedule : {"stock", "overlap", "deepspeed"}) {
+    for (const bool offload : {false, true}) {
+      SCOPED_TRACE(std::string(schedule) + (offload ? " offload_param" : " copy_back"));
+      std::vector<std::string> args{"--device", "cpu",       "--model",  model,     "--schedule",
+                                    schedule,   "--arms",    "pageable", "--batch", "2",
+                                    "--seq",    "7",         "--steps",  "2",       "--warmup",
+                                    "1",        "--threads", "2"};
+      if (offload) args.push_back("--offload-param");
+      const BenchRun r = run_bench(args);
+      ASSERT_EQ(r.rc, 0) << r.err;
+      const nlohmann::json d = driver_result(r);
+      ASSERT_FALSE(d.is_null()) << r.out;
+      const nlohmann::json& arm = d.at("pageable");
+      EXPECT_EQ(arm.at("model"), model);  // the upstream script's model key: the text given
+      EXPECT_EQ(d.at("workload").at("model"), model);
+      EXPECT_EQ(d.at("workload").at("architecture").at("name"), model);
+      const auto losses = arm.at("losses");
+      ASSERT_EQ(losses.size(), 3u);
+      EXPECT_NE(losses[0], losses[2]) << "Adam changed nothing";
+      if (first.is_null()) {
+        first = arm;
+        continue;
+      }
+      EXPECT_EQ(arm.at("param_checksum"), first.at("param_checksum"));
+      EXPECT_EQ(losses, first.at("losses"));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelE2E,
+                         ::testing::Values("tiny-qwen2", "tiny-llama-tied/config.json"));
+
+TEST(ModelE2EFacts, BuiltinDryRunRecordsTheArchitecture) {
+  const std::string json = ::testing::TempDir() + "zob_model_dry_run.json";
+  std::remove(json.c_str());
+  // Exit 0 where it fits, 2 where the pre-flight refuses it (then with --model's advice).
+  const BenchRun r =
+      run_bench({"--device", "cpu", "--model", "Qwen/Qwen2.5-14B", "--dry-run", "--json", json});
+  ASSERT_TRUE(r.rc == 0 || r.rc == 2) << r.err;
+  if (r.rc == 2) EXPECT_NE(r.err.find("use a smaller --model"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("model: Qwen/Qwen2.5-14B, 14770033664 params"), std::string::npos) << r.out;
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no --json file";
+  const nlohmann::json w = nlohmann::json::parse(in).at("workload");
+  EXPECT_EQ(w.at("params"), 14770033664);
+  EXPECT_EQ(w.at("hidden"), 5120);
+  EXPECT_EQ(w.at("layers"), 48);
+  EXPECT_EQ(w.at("architecture").at("model_type"), "qwen2");
+  EXPECT_EQ(w.at("architecture").at("num_key_value_heads"), 8);
+  EXPECT_EQ(w.at("architecture").at("intermediate_size"), 13824);
+  std::remove(json.c_str());
+  // --layers overrides a config's layer count; the architecture keeps the published one.
+  const BenchRun small = run_bench(
+      {"--device", "cpu", "--model", "Llama-3.2-1B", "--layers", "2", "--dry-run", "--json", json});
+  ASSERT_TRUE(small.rc == 0 || small.rc == 2) << small.err;
+  std::ifstream in2(json);
+  const nlohmann::json w2 = nlohmann::json::parse(in2).at("workload");
+  EXPECT_EQ(w2.at("layers"), 2);
+  EXPECT_EQ(w2.at("architecture").at("config_layers"), 16);
+  std::remove(json.c_str());
+}
+
+TEST(ModelE2EFacts, RefusalsExitTwoWithOneLine) {
+  const std::string bad_config = ::testing::TempDir() + "zob_bad_model_config.json";
+  {
+    std::ofstream out(bad_config);
+    out << R"({"model_type": "gpt2", "vocab_size": 10, "hidden_size": 8})";
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--model", "Qwen2.5-7"}, "did you mean Qwen2.5-7B?"},
+      {{"--model", "no-such-model"}, "built-in: Llama-3.2-1B"},
+      {{"--model", bad_config}, "model_type 'gpt2'"},
+      {{"--model", "Qwen2.5-0.5B", "--hidden", "64"}, "--hidden with --model"},
+      {{"--model", "Llama-3.2-1B", "--gpus", "2"}, "ties lm_head"},
+  };
+  for (const auto& [args, says] : cases) {
+    std::vector<std::string> full{"--device", "cpu", "--dry-run"};
+    full.insert(full.end(), args.begin(), args.end());
+    const BenchRun r = run_bench(full);
+    EXPECT_EQ(r.rc, 2) << args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  std::remove(bad_config.c_str());
+}
+
+}  // namespace
