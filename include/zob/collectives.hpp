@@ -22,6 +22,9 @@
 
 namespace zob {
 
+class Device;
+enum class Queue;  // device.hpp
+
 enum class ElemType { bf16, f32 };
 inline std::size_t elem_size(ElemType t) { return t == ElemType::bf16 ? 2 : 4; }
 
@@ -49,6 +52,24 @@ class Collectives {
   // sum over ranks r = 0..N-1 of rank r's in[rank() * shard_elems + i].
   virtual void reduce_scatter(const void* in, ElemType in_type, float* out,
                               std::size_t shard_elems) = 0;
+  // The step's forms of the two above: enqueued on queue q of `device` behind the work already
+  // there, complete when q gets past them (a later event on q says so); the host does not wait
+  // for the device (the launch itself may wait for the peers' launches). The inputs are
+  // whatever q will have produced by then. The default runs the blocking form at once, which
+  // is right for a device that completes every operation at enqueue time (the CPU device);
+  // a communicator over an asynchronous device's memory must override both (NCCL does).
+  virtual void enqueue_all_gather(Device& device, Queue q, const void* shard, void* full,
+                                  std::size_t shard_bytes) {
+    (void)device;
+    (void)q;
+    all_gather(shard, full, shard_bytes);
+  }
+  virtual void enqueue_reduce_scatter(Device& device, Queue q, const void* in, ElemType in_type,
+                                      float* out, std::size_t shard_elems) {
+    (void)device;
+    (void)q;
+    reduce_scatter(in, in_type, out, shard_elems);
+  }
   // data (bytes) on every rank = data on root.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;

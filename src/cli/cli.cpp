@@ -142,8 +142,8 @@ CliCommand run_command(const RunOptions& o) {
   cmd.gpus_given = o.given("--gpus");
   cmd.launcher = parse_launcher(o.value("--launcher"));
   if (!o.given("--schedule")) {
-    // The deepspeed schedule is single-rank for now: the documented default of several ranks
-    // is stock (--help, docs/schedules.md; the report's "# step:" line names the one that ran).
+    // The deepspeed schedule models one rank: the documented default of several ranks is
+    // stock (--help, docs/schedules.md, docs/multi-gpu.md; the "# step:" line names it).
     const bool ranks = c.gpus != 1 || cmd.launcher == CliCommand::Launcher::mpi;
     c.schedule = ranks ? Schedule::stock : Schedule::deepspeed;
   }

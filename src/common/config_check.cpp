@@ -64,20 +64,16 @@ void check_ranges(const RunConfig& c) {
 
 // What several ranks do not implement yet, the CPU list, the arms.
 void check_combinations(const RunConfig& c) {
-  if (c.gpus != 1 && c.loop == Loop::offload_param) {
+  if (c.gpus != 1 && c.schedule == Schedule::deepspeed) {
     throw UsageError(
-        "--gpus with --offload-param is not implemented yet: several ranks run the "
-        "default copy-back loop; drop --offload-param or use --gpus 1");
+        "--gpus with --schedule deepspeed is not implemented yet: DeepSpeed's "
+        "schedule runs one rank; use --schedule stock or overlap with --gpus > 1, "
+        "or --gpus 1");
   }
   if (c.gpus != 1 && c.model.decoder() && c.model.arch.tie_embeddings) {
     throw UsageError("--model " + c.model.name +
                      " ties lm_head to the embedding, which several ranks do not gather "
                      "yet; use --gpus 1 or a model with tie_word_embeddings false");
-  }
-  if (c.gpus != 1 && c.schedule != Schedule::stock) {
-    throw UsageError(std::string("--gpus with --schedule ") + to_string(c.schedule) +
-                     " is not implemented yet: several ranks run the stock schedule; use "
-                     "--schedule stock or --gpus 1");
   }
   if (c.gpus == 1) {
     validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());

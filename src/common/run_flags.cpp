@@ -154,7 +154,7 @@ const RunFlag kRunFlags[] = {
     {"--schedule", "NAME",
      "deepspeed|stock|overlap: the step's copies, waits and Adam as DeepSpeed 0.19.8 runs them, "
      "or the what-ifs: the algorithm alone, Adam overlapped (default deepspeed; stock with "
-     "several ranks)",
+     "several ranks, where deepspeed is refused)",
      "deepspeed (stock with `--gpus N > 1`)", FlagKind::value, 0, 0, 0, nullptr, nullptr,
      [](RunConfig& c, const std::string& text) {
        try {

@@ -25,6 +25,7 @@
 #include "zob/device.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
+#include "zob/stats.hpp"
 
 namespace zob {
 
@@ -252,6 +253,35 @@ RankResult summarize_rank(const RankOutcome& o, std::int64_t shard_elems, ArmRes
   return k;
 }
 
+// The bound of N ranks (docs/multi-gpu.md): the host's memory is shared by every rank's Adam,
+// each rank has its own link, and no rank's compute hides. The ranks probe their memory at
+// once (after a barrier), so the host's bandwidth is the sum of their probes; Adam of every
+// rank's shard at that bandwidth, the busiest link in either direction, the slowest rank's
+// compute: bound = max(adam_s, pcie_s) + compute_s, ratio = the group's median step / bound.
+StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& merged,
+                      std::int64_t group_params) {
+  StepBound b;
+  for (const ArmResult& r : results) {
+    b.probe_gb_per_s += r.bound.probe_gb_per_s;
+    b.adam_measured_s = std::max(b.adam_measured_s, r.bound.adam_measured_s);
+    b.d2h_s = std::max(b.d2h_s, r.bound.d2h_s);
+    b.h2d_s = std::max(b.h2d_s, r.bound.h2d_s);
+    b.compute_s = std::max(b.compute_s, r.bound.compute_s);
+  }
+  b.adam_s = b.probe_gb_per_s > 0
+                 ? 28.0 * static_cast<double>(group_params) / (b.probe_gb_per_s * 1e9)
+                 : 0;
+  b.pcie_s = std::max(b.d2h_s, b.h2d_s);
+  b.bound_s = std::max(b.adam_s, b.pcie_s) + b.compute_s;
+  std::vector<double> wall;
+  for (std::size_t s = static_cast<std::size_t>(std::max(merged.warmup, 0));
+       s < merged.samples.size(); ++s) {
+    wall.push_back(merged.samples[s].wall_s);
+  }
+  b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
+  return b;
+}
+
 // Every rank completed: rank 0's result with the group's step times (the slowest rank's
 // each step), memory, set-up and checksum.
 ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>& results) {
@@ -282,6 +312,9 @@ ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>&
     m.step_min_s = best;
   }
   m.param_checksum = combine_checksums(sums);
+  const ShardLayout shards = ShardLayout::build(ModelLayout::build(config.model),
+                                                static_cast<int>(results.size()));
+  m.bound = group_bound(results, m, shards.total * static_cast<std::int64_t>(results.size()));
   m.tokens_per_step = config.tokens_per_step();
   m.ok = true;
   return m;

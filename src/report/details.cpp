@@ -290,6 +290,49 @@ std::string render_phase_section(const RunResult& run) {
          rows;
 }
 
+std::string render_rank_section(const RunResult& run) {
+  std::string rows;
+  for (const auto& a : run.arms) {
+    if (!a.ok || a.ranks.size() < 2) continue;
+    std::vector<std::string> names;
+    for (Phase p : kAllPhases) {
+      if (a.ranks[0].phases.count(to_string(p)) != 0) names.emplace_back(to_string(p));
+    }
+    for (const auto& n : names) {
+      // The slowest rank by device time where the phase has one, else by host time.
+      const RankResult* worst = nullptr;
+      double worst_s = -1;
+      for (const RankResult& k : a.ranks) {
+        const auto it = k.phases.find(n);
+        if (it == k.phases.end()) continue;
+        const double t = it->second.device_s >= 0 ? it->second.device_s : it->second.host_s;
+        if (t > worst_s) {
+          worst_s = t;
+          worst = &k;
+        }
+      }
+      if (worst == nullptr) continue;
+      const PhaseSample& p = worst->phases.at(n);
+      rows += fmt::format("{:<14}{:<14}{:>13}{:>12}{:>12}{:>12}\n", n, to_string(a.arm),
+                          worst->rank,
+                          p.device_s >= 0 ? fmt::format("{:.3f}", p.device_s * 1e3) : "-",
+                          fmt::format("{:.3f}", p.host_s * 1e3),
+                          p.bytes > 0 ? fmt::format("{:.4f}", static_cast<double>(p.bytes) / 1e9) : "-");
+    }
+    const StepBound& b = a.bound;
+    if (b.bound_s > 0) {
+      rows += fmt::format("bound: {}: {:.4f} s, step/bound {:.2f} = max(Adam of all ranks {:.4f} s "
+                          "at {:.1f} GB/s, busiest link {:.4f} s) + compute {:.4f} s\n",
+                          to_string(a.arm), b.bound_s, b.ratio, b.adam_s, b.probe_gb_per_s,
+                          b.pcie_s, b.compute_s);
+    }
+  }
+  if (rows.empty()) return "";
+  return fmt::format("{:<14}{:<14}{:>13}{:>12}{:>12}{:>12}\n", "phase", "arm", "slowest rank",
+                     "device ms", "host ms", "GB") +
+         rows;
+}
+
 std::string render_registration_lines(const RunResult& run) {
   std::string out;
   for (const auto& a : run.arms) {

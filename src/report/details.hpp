@@ -61,6 +61,9 @@ void add_run_details(nlohmann::ordered_json& j, const RunResult& run);
 std::string render_environment_header(const RunResult& run);
 // One row per phase per completed arm (device ms, host ms, GB, GB/s); "" when no phases.
 std::string render_phase_section(const RunResult& run);
+// --gpus N > 1: per phase the slowest rank's mean (device ms, host ms, GB), and the arm's
+// N-rank bound with its ratio; "" with one rank.
+std::string render_rank_section(const RunResult& run);
 // "registration: <arm>: ..." per completed arm.
 std::string render_registration_lines(const RunResult& run);
 

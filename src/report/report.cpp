@@ -4,19 +4,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
-#include <fmt/format.h>
 #include <map>
 
-#include "report/details.hpp"
 #include "report/csv.hpp"
+#include "report/details.hpp"
+#include "report/glance.hpp"
 #include "report/json_util.hpp"
 #include "report/plot.hpp"
 #include "report/verdict.hpp"
-#include "report/glance.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
 
@@ -41,9 +41,10 @@ nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
   if (run.config.compat == Compat::v1) return j;
   // v2's arm objects open with pin_memory and register (null where nothing is pinned).
   const bool pinned = r.arm != Arm::pageable;
-  nlohmann::ordered_json v2 = {{"pin_memory", pinned},
-                               {"register", pinned ? nlohmann::ordered_json(r.arm != Arm::unregistered)
-                                                   : nlohmann::ordered_json(nullptr)}};
+  nlohmann::ordered_json v2 = {
+      {"pin_memory", pinned},
+      {"register", pinned ? nlohmann::ordered_json(r.arm != Arm::unregistered)
+                          : nlohmann::ordered_json(nullptr)}};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() != "register") v2[it.key()] = it.value();
   }
@@ -83,20 +84,19 @@ void validate_arm_list(const std::vector<ArmResult>& arms, Validation& v) {
       if (a.samples.size() != ref->samples.size()) {
         v.losses_equal = false;
         if (v.first_difference.empty()) {
-          v.first_difference = fmt::format("step count differs: {} has {} steps, {} has {}",
-                                           to_string(ref->arm), ref->samples.size(),
-                                           to_string(a.arm), a.samples.size());
+          v.first_difference =
+              fmt::format("step count differs: {} has {} steps, {} has {}", to_string(ref->arm),
+                          ref->samples.size(), to_string(a.arm), a.samples.size());
         }
       } else {
         for (std::size_t i = 0; i < a.samples.size(); ++i) {
           if (!same_bits(a.samples[i].loss, ref->samples[i].loss)) {
             v.losses_equal = false;
             if (v.first_difference.empty()) {
-              v.first_difference =
-                  fmt::format("loss of step {} ({}) differs: {}: {:.9g}, {}: {:.9g}", i + 1,
-                              static_cast<int>(i) < ref->warmup ? "warmup" : "timed",
-                              to_string(ref->arm), ref->samples[i].loss, to_string(a.arm),
-                              a.samples[i].loss);
+              v.first_difference = fmt::format(
+                  "loss of step {} ({}) differs: {}: {:.9g}, {}: {:.9g}", i + 1,
+                  static_cast<int>(i) < ref->warmup ? "warmup" : "timed", to_string(ref->arm),
+                  ref->samples[i].loss, to_string(a.arm), a.samples[i].loss);
             }
             break;
           }
@@ -124,9 +124,8 @@ Validation validate_arms(const RunResult& run) {
       const std::string before = v.first_difference;
       validate_arm_list(point.arms, v);
       if (v.first_difference != before && before.empty()) {
-        v.first_difference = fmt::format("chunk_elems={} sub_group_size={}: {}",
-                                         point.chunk_elems, point.sub_group_size,
-                                         v.first_difference);
+        v.first_difference = fmt::format("chunk_elems={} sub_group_size={}: {}", point.chunk_elems,
+                                         point.sub_group_size, v.first_difference);
       }
     }
   }
@@ -193,8 +192,8 @@ std::string render_table(const RunResult& run) {
   for (std::size_t i = 0; i < run.sweep.size(); ++i) {
     const SweepPoint& point = run.sweep[i];
     if (i > 0) out += "\n";
-    out += fmt::format("chunk_elems={} sub_group_size={}\n", point.chunk_elems,
-                       point.sub_group_size);
+    out +=
+        fmt::format("chunk_elems={} sub_group_size={}\n", point.chunk_elems, point.sub_group_size);
     out += render_arms_table(point_result(run, point));
   }
   return out;
@@ -215,10 +214,12 @@ std::string render_arms_table(const RunResult& run) {
     const ArmResult& a = run.arms.front();
     out += "\n================ ZeRO-3 CPU-offload step time ================\n";
     // params_b as Python prints a float: 0.534, 1.336, 0.0
-    const std::string params_b = a.params_b == std::floor(a.params_b) ? fmt::format("{:.1f}", a.params_b)
-                                                                       : fmt::format("{}", a.params_b);
+    const std::string params_b = a.params_b == std::floor(a.params_b)
+                                     ? fmt::format("{:.1f}", a.params_b)
+                                     : fmt::format("{}", a.params_b);
     out += fmt::format("model: {}  params: {}B  device: {}\n", a.model, params_b, a.device);
-    out += fmt::format("batch: {} x seq: {}  ({} tokens/step)\n\n", a.batch, a.seq, a.tokens_per_step);
+    out +=
+        fmt::format("batch: {} x seq: {}  ({} tokens/step)\n\n", a.batch, a.seq, a.tokens_per_step);
   }
   // The CPU device has no GPU: its peak is the device's (host) allocations.
   const char* peak = registration_applicable(run) ? "GPU peak (GB)" : "device peak (GB)";
@@ -239,11 +240,11 @@ std::string render_arms_table(const RunResult& run) {
     const ArmResult* slow = find_ok(run, pair.slow);
     const double saved = slow->step_avg_s - fast->step_avg_s;
     const double tps_fast = static_cast<double>(fast->tokens_per_step) / fast->step_avg_s;
-    const double tps_slow = slow->step_avg_s > 0
-                                ? static_cast<double>(slow->tokens_per_step) / slow->step_avg_s
-                                : 0.0;
-    out += fmt::format("{}{}speedup: {:.2f}x   saved: {:.3f} s/step   throughput: {:.0f} vs {:.0f} tok/s\n",
-                       v2 ? "\n" : "", v2 ? "pinning " : "", *s, saved, tps_fast, tps_slow);
+    const double tps_slow =
+        slow->step_avg_s > 0 ? static_cast<double>(slow->tokens_per_step) / slow->step_avg_s : 0.0;
+    out += fmt::format(
+        "{}{}speedup: {:.2f}x   saved: {:.3f} s/step   throughput: {:.0f} vs {:.0f} tok/s\n",
+        v2 ? "\n" : "", v2 ? "pinning " : "", *s, saved, tps_fast, tps_slow);
   }
   return out;
 }
@@ -262,7 +263,8 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   }
   j["speedup"] = s ? finite_or_null(*s) : nlohmann::json(nullptr);
   for (const auto& a : run.arms) {
-    if (c.compat == Compat::v2 && a.arm == Arm::unregistered) j[arm_key(c, a.arm)] = arm_json(run, a);
+    if (c.compat == Compat::v2 && a.arm == Arm::unregistered)
+      j[arm_key(c, a.arm)] = arm_json(run, a);
   }
   j["schema_version"] = kSchemaVersion;
   j["workload"] = {{"model", model_name(c.model)},
@@ -282,14 +284,14 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
                    {"seed", c.seed},
                    {"gpus", c.gpus}};
   const Validation v = validate_arms(run);
-  j["validation"] = {{"ok", v.ok()},
-                     {"checksums_equal", v.checksums_equal},
-                     {"losses_equal", v.losses_equal},
-                     {"rounds_equal", v.rounds_equal},
-                     {"compared_arms", v.compared_arms},
-                     {"first_difference", v.first_difference.empty()
-                                              ? nlohmann::json(nullptr)
-                                              : nlohmann::json(v.first_difference)}};
+  j["validation"] = {
+      {"ok", v.ok()},
+      {"checksums_equal", v.checksums_equal},
+      {"losses_equal", v.losses_equal},
+      {"rounds_equal", v.rounds_equal},
+      {"compared_arms", v.compared_arms},
+      {"first_difference",
+       v.first_difference.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.first_difference)}};
   // One entry per configuration (one in all when there is no sweep); the top-level arm keys
   // and speedup above are those of the first (compatibility).
   nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
@@ -312,8 +314,8 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["tool"] = {{"name", "zero3-offload-bench"}, {"version", run.tool_version}};
   j["host"] = {{"hostname", run.hostname}};
   j["started_utc"] = run.started_utc;
-  j["interrupted"] = run.interrupted.empty() ? nlohmann::json(nullptr)
-                                             : nlohmann::json(run.interrupted);
+  j["interrupted"] =
+      run.interrupted.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.interrupted);
   add_run_details(j, run);
   j["registration_applicable"] = registration_applicable(run);
   j["verdicts"] = verdicts_json(run);
@@ -325,8 +327,8 @@ std::string render_stdout(const RunResult& run) {
   // "# " header and the phase and registration sections are additions around them.
   // The verdict comes last before DRIVERRESULT: the line a reader looks for.
   return render_environment_header(run) + render_table(run) + render_phase_section(run) +
-         render_phase_bars(run) + render_registration_lines(run) + render_verdict_lines(run) +
-         "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
+         render_phase_bars(run) + render_rank_section(run) + render_registration_lines(run) +
+         render_verdict_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
 }
 
 std::vector<std::string> write_run_files(const RunResult& run) {
@@ -349,9 +351,10 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = mkstemp(tmp.data());
   if (fd < 0) {
-    throw UsageError(fmt::format("cannot create a temporary file next to {}: {}; check the "
-                                 "folder exists and is writable",
-                                 path, std::strerror(errno)));
+    throw UsageError(
+        fmt::format("cannot create a temporary file next to {}: {}; check the "
+                    "folder exists and is writable",
+                    path, std::strerror(errno)));
   }
   std::size_t done = 0;
   int err = 0;

@@ -19,6 +19,25 @@
 
 namespace zob::step_detail {
 
+// Every queue idle before device or host memory goes away (registered memory above all): a
+// throw in the middle of a step leaves work in flight. A runner declares it as its last
+// member, so it is destroyed first, before the buffers.
+class DrainQueuesOnExit {
+ public:
+  explicit DrainQueuesOnExit(Device& dev) : dev_(dev) {}
+  ~DrainQueuesOnExit() {
+    try {
+      dev_.synchronize();
+    } catch (...) {  // the error that brought us here is the one worth reporting
+    }
+  }
+  DrainQueuesOnExit(const DrainQueuesOnExit&) = delete;
+  DrainQueuesOnExit& operator=(const DrainQueuesOnExit&) = delete;
+
+ private:
+  Device& dev_;
+};
+
 struct SubGroup {
   std::int64_t begin = 0, end = 0;
   std::int64_t first_piece = 0;  // index of its first copy-back piece

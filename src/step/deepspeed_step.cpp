@@ -50,15 +50,6 @@ class DeepSpeedRunner {
   DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev, const DeepSpeedKnobs& knobs)
       : cfg_(config), arm_(arm), dev_(dev), layout_(ModelLayout::build(config.model)),
         plan_(build_deepspeed_plan(layout_, config.loop, knobs)), knobs_(knobs) {}
-  // Every queue idle before device or host memory goes away (registered memory above all).
-  ~DeepSpeedRunner() {
-    try {
-      dev_.synchronize();
-    } catch (...) {  // the error that brought us here is the one worth reporting
-    }
-  }
-  DeepSpeedRunner(const DeepSpeedRunner&) = delete;
-  DeepSpeedRunner& operator=(const DeepSpeedRunner&) = delete;
 
   void setup();
   StepSample run_step(int t);
@@ -127,6 +118,7 @@ class DeepSpeedRunner {
   float loss_host_ = 0, norm_host_ = 0;
   StepLinkTimes link_;
   double probe_gb_s_ = 0;
+  DrainQueuesOnExit drain_{dev_};  // last: destroyed first
 };
 
 void DeepSpeedRunner::setup() {

@@ -5,14 +5,12 @@
 #include <algorithm>
 #include <string>
 
+#include "step/step_internal.hpp"
 #include "zob/clock.hpp"
 #include "zob/errors.hpp"
 #include "zob/thread_pool.hpp"
 
 namespace zob::step_detail {
-
-namespace {
-}  // namespace
 
 std::vector<Piece> make_pieces(const ModelLayout& layout, std::int64_t sub_group_size,
                                std::int64_t chunk_elems) {
@@ -85,19 +83,11 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
       continue;
     }
     // Copy-back of this piece through temporary k % 2, which the cast two pieces back read.
-    const std::int64_t pi = p.index;
-    float* temp = buf_.temp[k % 2];
-    if (k >= 2) {
-      const std::int64_t two_back = pieces_[k - 2].index;
-      dev_.queue_wait(Queue::h2d, (*ev_.cast_end)[two_back]);
-    }
-    dev_.record((*ev_.copy_start)[pi], Queue::h2d);
-    dev_.copy_to_device(Queue::h2d, temp, buf_.master + p.begin, static_cast<std::size_t>(len) * 4);
-    dev_.record((*ev_.copy_end)[pi], Queue::h2d);
-    dev_.queue_wait(Queue::compute, (*ev_.copy_end)[pi]);
-    dev_.record((*ev_.cast_start)[pi], Queue::compute);
-    dev_.cast_f32_to_bf16(temp, buf_.device_params + p.begin, len, Queue::compute);
-    dev_.record((*ev_.cast_end)[pi], Queue::compute);
+    DeviceEvent* temp_free = k >= 2 ? &(*ev_.cast_end)[pieces_[k - 2].index] : nullptr;
+    enqueue_copy_back_piece(dev_, buf_.master, buf_.device_params, buf_.temp[k % 2], p.begin,
+                            len, p.index,
+                            {ev_.copy_start, ev_.copy_end, ev_.cast_start, ev_.cast_end},
+                            temp_free);
     out.copy_back_s += seconds_between(tc, Clock::now());
     ++k;
   }

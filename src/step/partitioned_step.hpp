@@ -22,11 +22,12 @@ struct ShardLayout {
   static ShardLayout build(const ModelLayout& layout, int ranks);
 };
 
-// One arm as rank comm.rank() of comm.size() (copy_back loop). Rank r trains on its own
-// micro-batch (token ids from seed + r); per module the bf16 parameters are all-gathered
-// before forward and again before backward, the gradients reduce-scattered (fp32 sum in rank
-// order) after the module's backward; the rank offloads, updates (CPU Adam) and copies back
-// only its shard. Each sample's loss is the sum over ranks; param_checksum is the checksum of
+// One arm as rank comm.rank() of comm.size(), both loops, the stock and overlap schedules
+// (deepspeed: UsageError with several ranks): the one-GPU step's plan (arm_runner.hpp) with
+// the collectives enqueued in it. Rank r trains on its own micro-batch (token ids from
+// seed + r); per module the bf16 parameters are all-gathered before forward and again before
+// backward, the gradients reduce-scattered (fp32 sum in rank order) after the module's
+// backward; the rank offloads, updates (CPU Adam) and copies back (or casts) only its shard. Each sample's loss is the sum over ranks; param_checksum is the checksum of
 // this rank's final master shard (padding included), which for one rank is the whole master
 // and equals run_arm's bit for bit. final_shard, if given, receives that shard.
 // `comm` carries host memory (the step barrier, the loss, failures); `data` the device's

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "step/decoder_math.hpp"
+#include "step/partitioned_step.hpp"
 #include "step/step_internal.hpp"
 #include "zob/model.hpp"
 #include "zob/stats.hpp"
@@ -30,21 +31,27 @@ std::int64_t fetched_elements(const ModelLayout& layout) {
   return n - layout.modules.back().fetch_count();
 }
 
-DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout) {
+DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int ranks) {
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   const std::uint64_t T = u(c.tokens()), h = u(c.model.hidden), V = u(c.model.vocab);
-  const std::uint64_t n = u(c.model.layers), F = 4 * h, P = u(layout.total);
-  const std::uint64_t biggest = u(largest_module(layout));
+  const std::uint64_t n = u(c.model.layers), F = 4 * h;
+  const ShardLayout shards = ShardLayout::build(layout, ranks);
+  const std::uint64_t P = u(layout.total), S = u(shards.total);  // N = 1: S = P
+  std::uint64_t biggest_shard = 0;
+  for (std::int64_t v : shards.shard) biggest_shard = std::max(biggest_shard, u(v));
+  const std::uint64_t biggest = biggest_shard * u(ranks);  // a module gathered, padded
   DeviceSizes s;
   if (c.loop == Loop::copy_back) {
-    s.params = 2 * P;
-    s.copy_temp = 4 * std::min(u(c.chunk_elems), P);
+    s.params = 2 * S;
+    s.copy_temp = 4 * std::min(u(c.chunk_elems), S);
     if (c.schedule == Schedule::overlap) s.copy_temp_second = s.copy_temp;  // double-buffered
+    if (ranks > 1) s.param_slot = 2 * biggest;                              // the all-gathers' ring
   } else {
-    s.param_slot = 2 * u(largest_fetch(layout));
+    s.param_slot = 2 * std::max(biggest, u(largest_fetch(layout)));
+    if (ranks > 1) s.shard_stage = 2 * biggest_shard;
   }
   s.grad_slot_bf16 = 2 * biggest;
-  s.grad_slot_f32 = 4 * biggest;
+  s.grad_slot_f32 = 4 * biggest_shard;
   s.hidden = 2 * (n + 1) * T * h;
   s.logits = 2 * T * V;
   s.grad_hidden = 2 * T * h;
@@ -108,9 +115,9 @@ MemoryPlan plan_memory(const RunConfig& config) {
   MemoryPlan plan;
   plan.host_pinned_bytes = 4 * P + 4 * P;  // fp32 master + fp32 gradients
   if (config.loop == Loop::offload_param) plan.host_pinned_bytes += 2 * P;  // bf16 params
-  plan.host_pageable_bytes = 4 * P + 4 * P;  // exp_avg + exp_avg_sq
+  plan.host_pageable_bytes = 4 * P + 4 * P;                                 // exp_avg + exp_avg_sq
   if (config.schedule == Schedule::deepspeed) {
-    plan.host_pinned_bytes += 2 * P;  // DeepSpeed's pinned bf16 gradient partition
+    plan.host_pinned_bytes += 2 * P;           // DeepSpeed's pinned bf16 gradient partition
     if (config.loop == Loop::offload_param) {  // its fp32 master is plain memory there
       plan.host_pinned_bytes -= 4 * P;
       plan.host_pageable_bytes += 4 * P;

@@ -12,33 +12,36 @@
 namespace zob::step_detail {
 
 struct DeviceSizes {
-  std::uint64_t params = 0;       // copy_back: the whole flat bf16 array, resident
-  std::uint64_t param_slot = 0;   // offload_param: one of the two fetch slots (largest module, bf16)
-  std::uint64_t grad_slot_bf16 = 0;  // one of the two gradient slots (largest module, bf16)
-  std::uint64_t grad_slot_f32 = 0;   // its fp32 staging area for the D2H copy
-  std::uint64_t copy_temp = 0;    // copy_back: the one fp32 temporary of chunk_elems
+  std::uint64_t params = 0;      // copy_back: the whole flat bf16 array, resident
+  std::uint64_t param_slot = 0;  // offload_param: one of the two fetch slots (largest module, bf16)
+  std::uint64_t grad_slot_bf16 = 0;    // one of the two gradient slots (largest module, bf16)
+  std::uint64_t grad_slot_f32 = 0;     // its fp32 staging area for the D2H copy
+  std::uint64_t copy_temp = 0;         // copy_back: the one fp32 temporary of chunk_elems
   std::uint64_t copy_temp_second = 0;  // copy_back + --schedule overlap: the second one
-  std::uint64_t hidden = 0;       // x_0 .. x_n, each [T,h] bf16
-  std::uint64_t pre = 0;          // per layer [T,4h] bf16
-  std::uint64_t act = 0;          // per layer [T,4h] bf16
-  std::uint64_t logits = 0;       // [T,V] bf16, reused as dlogits
-  std::uint64_t grad_hidden = 0;  // dY and the dX temporary, each [T,h] bf16
-  std::uint64_t grad_ffn = 0;     // dact and dpre, each [T,4h] bf16
-  std::uint64_t tokens = 0;       // ids + embedding-grad index (upper bound: T distinct ids)
-  std::uint64_t loss = 0;         // one float
+  std::uint64_t hidden = 0;            // x_0 .. x_n, each [T,h] bf16
+  std::uint64_t pre = 0;               // per layer [T,4h] bf16
+  std::uint64_t act = 0;               // per layer [T,4h] bf16
+  std::uint64_t logits = 0;            // [T,V] bf16, reused as dlogits
+  std::uint64_t grad_hidden = 0;       // dY and the dX temporary, each [T,h] bf16
+  std::uint64_t grad_ffn = 0;          // dact and dpre, each [T,4h] bf16
+  std::uint64_t tokens = 0;            // ids + embedding-grad index (upper bound: T distinct ids)
+  std::uint64_t loss = 0;              // one float
   // --schedule deepspeed: every gradient stays on the device until its bucket is flushed
   // (DeepSpeed's reduce bucket), and one tensor's bf16 / fp32 temporaries of the flush.
   std::uint64_t grad_store = 0;
   std::uint64_t flush_temp_bf16 = 0;
   std::uint64_t flush_temp_f32 = 0;
+  // --gpus N > 1 with --offload-param: the rank's shard of one module on its way from the
+  // host to the all-gather (largest shard, bf16).
+  std::uint64_t shard_stage = 0;
   // --model: the decoder's saved activations and scratch (decoder_math.hpp); pre, act and
   // grad_ffn are the synthetic model's and 0 then.
   std::uint64_t decoder = 0;
 
   std::uint64_t total() const {
-    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + copy_temp_second + hidden +
-           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + grad_store +
-           flush_temp_bf16 + flush_temp_f32 + decoder;
+    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp +
+           copy_temp_second + hidden + pre + act + logits + 2 * grad_hidden + 2 * grad_ffn +
+           tokens + loss + grad_store + flush_temp_bf16 + flush_temp_f32 + shard_stage + decoder;
   }
 };
 
@@ -47,7 +50,9 @@ struct DeviceSizes {
 void check_step_config(const RunConfig& c, const char* who);
 
 std::int64_t largest_module(const ModelLayout& layout);
-DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout);
+// The buffers of one rank of `ranks` (ShardLayout): its shard of the parameters resident
+// (copy_back), the slots sized for a module gathered whole (padding included).
+DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout, int ranks = 1);
 // Elements fetched per step under offload_param: every module (with its shared tensors) in
 // forward, every module but the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
@@ -73,11 +78,16 @@ ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
 // copy waits for the previous piece's cast; the host waits once, at the end. Piece p records
 // events[k][first_piece + p] (k: copy start, copy end, cast start, cast end).
 struct CopyBackEvents {
-  Events* copy_start;
-  Events* copy_end;
-  Events* cast_start;
-  Events* cast_end;
+  const Events* copy_start;
+  const Events* copy_end;
+  const Events* cast_start;
+  const Events* cast_end;
 };
+// One piece of it: [begin, begin + len) through `temp`, whose copy waits for temp_free (the
+// cast that last read temp; null: none). The one copy-back of every schedule.
+void enqueue_copy_back_piece(Device& dev, const float* master, bf16* device_params, float* temp,
+                             std::int64_t begin, std::int64_t len, std::int64_t piece,
+                             const CopyBackEvents& events, DeviceEvent* temp_free);
 void copy_back_range(Device& dev, const float* master, bf16* device_params, float* temp,
                      std::int64_t begin, std::int64_t end, std::int64_t chunk_elems,
                      std::int64_t first_piece, const CopyBackEvents& events);

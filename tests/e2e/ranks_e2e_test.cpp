@@ -1,6 +1,7 @@
 // --gpus N: the real binary with 2 and 4 rank processes per arm on the CPU device, and a rank
 // killed mid-step. Harness: e2e_support.hpp. The test process is a child subreaper,
-// so any process the benchmark leaves behind becomes our child and is caught by expect_no_leftovers.
+// so any process the benchmark leaves behind becomes our child and is caught by
+// expect_no_leftovers.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -15,8 +16,8 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "e2e_support.hpp"
@@ -65,7 +66,8 @@ TEST_P(Ranks, BothArmsRunAndAgree) {
     // the arm's step time is the slowest rank's, step by step
     for (std::size_t s = 0; s < 2; ++s) {
       double slowest = 0;
-      for (const auto& rk : a.at("ranks")) slowest = std::max(slowest, rk.at("step_s")[s + 1].get<double>());
+      for (const auto& rk : a.at("ranks"))
+        slowest = std::max(slowest, rk.at("step_s")[s + 1].get<double>());
       EXPECT_DOUBLE_EQ(a.at("step_times_s")[s].get<double>(), slowest);
       slowest_sum += slowest;
     }
@@ -87,6 +89,63 @@ TEST_P(Ranks, BothArmsRunAndAgree) {
 
 INSTANTIATE_TEST_SUITE_P(E2E, Ranks, ::testing::Values(2, 4));
 
+// Every schedule and loop with 2 and 3 ranks through the binary: the same numbers as stock
+// (the schedules differ in order only; stock's N-rank result is the unit tests' reference),
+// the collectives' phases per rank with device times, and no schedule refused but deepspeed.
+struct RankPlan {
+  int gpus;
+  bool offload;
+};
+class RankSchedules : public ::testing::TestWithParam<RankPlan> {};
+
+TEST_P(RankSchedules, EveryScheduleRunsAndAgreesWithStock) {
+  const RankPlan p = GetParam();
+  std::vector<std::string> base = {"--gpus", std::to_string(p.gpus), "--arms", "registered"};
+  if (p.offload) base.push_back("--offload-param");
+  nlohmann::json stock;
+  for (const char* schedule : {"stock", "overlap"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--schedule", schedule});
+    const Result r = run_bench(tiny(args));
+    expect_no_leftovers();
+    ASSERT_EQ(r.rc, 0) << schedule << ": " << r.err;
+    const auto j = driver_result(r.out);
+    const auto& a = j.at("registered");
+    EXPECT_EQ(a.at("schedule"), schedule);
+    EXPECT_NE(r.out.find("slowest rank"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("bound: registered: "), std::string::npos) << r.out;
+    EXPECT_GT(a.at("bound").at("bound_s").get<double>(), 0);
+    ASSERT_EQ(a.at("ranks").size(), static_cast<std::size_t>(p.gpus));
+    for (const auto& rk : a.at("ranks")) {
+      for (const char* phase : {"all_gather", "reduce_scatter", "grad_offload"}) {
+        ASSERT_TRUE(rk.at("phases").contains(phase)) << schedule << " " << phase;
+        EXPECT_GE(rk.at("phases").at(phase).at("device_s").get<double>(), 0) << phase;
+        EXPECT_GT(rk.at("phases").at(phase).at("bytes").get<double>(), 0) << phase;
+      }
+    }
+    if (stock.is_null()) {
+      stock = a;
+      continue;
+    }
+    EXPECT_EQ(a.at("param_checksum"), stock.at("param_checksum")) << schedule;
+    EXPECT_EQ(a.at("losses"), stock.at("losses")) << schedule;
+  }
+  std::vector<std::string> ds = base;
+  ds.insert(ds.end(), {"--schedule", "deepspeed"});
+  const Result refused = run_bench(tiny(ds));
+  EXPECT_EQ(refused.rc, 2) << refused.err;
+  EXPECT_NE(refused.err.find("deepspeed"), std::string::npos) << refused.err;
+  expect_no_leftovers();
+}
+
+INSTANTIATE_TEST_SUITE_P(E2E, RankSchedules,
+                         ::testing::Values(RankPlan{2, false}, RankPlan{3, false},
+                                           RankPlan{2, true}, RankPlan{3, true}),
+                         [](const ::testing::TestParamInfo<RankPlan>& info) {
+                           return std::to_string(info.param.gpus) + "gpus_" +
+                                  (info.param.offload ? "offload_param" : "copy_back");
+                         });
+
 TEST(RanksE2E, MoreRanksChangeTheResultOneRankIsThePlainRun) {
   const Result one = run_bench(tiny({"--arms", "registered"}));
   const Result one_ranked = run_bench(tiny({"--arms", "registered", "--gpus", "1"}));
@@ -95,7 +154,8 @@ TEST(RanksE2E, MoreRanksChangeTheResultOneRankIsThePlainRun) {
   ASSERT_EQ(one.rc, 0) << one.err;
   ASSERT_EQ(two.rc, 0) << two.err;
   const auto a = driver_result(one.out).at("registered");
-  EXPECT_EQ(driver_result(one_ranked.out).at("registered").at("param_checksum"), a.at("param_checksum"));
+  EXPECT_EQ(driver_result(one_ranked.out).at("registered").at("param_checksum"),
+            a.at("param_checksum"));
   const auto b = driver_result(two.out).at("registered");
   EXPECT_NE(a.at("param_checksum"), b.at("param_checksum"));  // two micro-batches, not one
   EXPECT_FALSE(a.contains("ranks"));
@@ -145,9 +205,11 @@ INSTANTIATE_TEST_SUITE_P(E2E, RankFault,
                          });
 
 TEST(RanksE2E, GpusFlagIsValidated) {
-  for (const auto& bad : std::vector<std::vector<std::string>>{
-           {"--gpus", "0"}, {"--gpus", "65"}, {"--gpus", "two"},
-           {"--gpus", "2", "--offload-param"}, {"--gpus", "2", "--schedule", "overlap"}}) {
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"--gpus", "0"},
+                                             {"--gpus", "65"},
+                                             {"--gpus", "two"},
+                                             {"--gpus", "2", "--schedule", "deepspeed"}}) {
     const Result r = run_bench(tiny(bad));
     EXPECT_EQ(r.rc, 2) << bad[1] << ": " << r.err;
   }

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
+#include "../unit/small_model_config.hpp"
 #include "backends/cuda/cuda_kernels.hpp"
 #include "collectives/reduce.hpp"
-#include "../unit/small_model_config.hpp"
 #include "gpu_test_util.hpp"
 #include "step/partitioned_step.hpp"
 #include "step/step_internal.hpp"
@@ -94,12 +94,12 @@ TEST(NcclCollectives, SumKernelIsTheRankOrderReductionF32) {
 
 #ifdef ZOB_WITH_NCCL
 // One rank through the real NCCL library (several ranks need several processes).
-#define ZOB_REQUIRE_NCCL()                                                   \
-  ZOB_REQUIRE_GPU();                                                         \
-  try {                                                                      \
-    gpu().check_rank_collectives();                                          \
-  } catch (const std::exception& e) {                                        \
-    GTEST_SKIP() << "NCCL unavailable: " << e.what();                        \
+#define ZOB_REQUIRE_NCCL()                            \
+  ZOB_REQUIRE_GPU();                                  \
+  try {                                               \
+    gpu().check_rank_collectives();                   \
+  } catch (const std::exception& e) {                 \
+    GTEST_SKIP() << "NCCL unavailable: " << e.what(); \
   }
 
 TEST(NcclCollectives, OneRankMovesDeviceMemoryExactly) {
@@ -153,6 +153,35 @@ TEST(NcclCollectives, PartitionedStepOverNcclIsBitwiseRunArm) {
   for (std::size_t i = 0; i < r.samples.size(); ++i) {
     EXPECT_EQ(std::memcmp(&r.samples[i].loss, &ref.samples[i].loss, 4), 0) << "step " << i;
   }
+}
+
+// The step's forms: each collective runs after what its queue was given before it and before
+// what it is given after, with no host wait in between. A large copy feeds each collective on
+// its queue and a copy out reads its result on the same queue; any missing order shows as
+// stale bytes (the destinations start as other random data).
+TEST(NcclCollectives, EnqueuedFormsAreOrderedWithTheirQueue) {
+  ZOB_REQUIRE_NCCL();
+  SingleRankCollectives host;
+  auto comm = gpu().make_rank_collectives(host, 30.0);
+  const std::size_t n = std::size_t{1} << 24;  // 32 MiB of bf16: the copy takes a while
+  const auto shard = random_bf16(n);
+  DeviceBuffer<bf16> src(gpu(), random_bf16(n)), full(gpu(), random_bf16(n));
+  DeviceBuffer<float> sum(gpu(), random_f32(n));
+  std::vector<bf16> gathered(n);
+  std::vector<float> summed(n);
+  gpu().copy_to_device(Queue::h2d, src.get(), shard.data(), n * 2);
+  comm->enqueue_all_gather(gpu(), Queue::h2d, src.get(), full.get(), n * 2);
+  gpu().copy_to_host(Queue::h2d, gathered.data(), full.get(), n * 2);
+  const auto gathered_event = gpu().create_event();
+  gpu().record(*gathered_event, Queue::h2d);
+  gpu().queue_wait(Queue::d2h, *gathered_event);
+  comm->enqueue_reduce_scatter(gpu(), Queue::d2h, full.get(), ElemType::bf16, sum.get(), n);
+  gpu().copy_to_host(Queue::d2h, summed.data(), sum.get(), n * 4);
+  gpu().synchronize();
+  EXPECT_EQ(std::memcmp(gathered.data(), shard.data(), n * 2), 0);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += summed[i] != bf16_to_f32(shard[i]) ? 1 : 0;
+  EXPECT_EQ(wrong, 0u);
 }
 
 TEST(NcclCollectives, AbortMakesEveryLaterCallThrow) {

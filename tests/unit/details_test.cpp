@@ -2,9 +2,9 @@
 // sections (src/report/details.cpp), against direct computations on fresh random data.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -45,7 +45,8 @@ zob::ArmResult arm_run(Rng& rng, zob::Arm arm, int warmup, int steps, std::uint6
     r.samples.push_back(s);
   }
   const auto timed = r.timed_step_s();
-  r.step_avg_s = std::accumulate(timed.begin(), timed.end(), 0.0) / static_cast<double>(timed.size());
+  r.step_avg_s =
+      std::accumulate(timed.begin(), timed.end(), 0.0) / static_cast<double>(timed.size());
   r.step_min_s = *std::min_element(timed.begin(), timed.end());
   r.param_checksum = fmt::format("{:016x}", numbers());
   r.registration = arm == zob::Arm::registered ? "cudaHostRegister" : "none";
@@ -68,8 +69,8 @@ zob::RunResult rounds_run(Rng& rng, int rounds, double jitter = 0.01) {
   for (int k = 0; k < rounds; ++k) {
     run.rounds.push_back({arm_run(rng, zob::Arm::registered, run.config.warmup, run.config.steps,
                                   seed, rng.uniform(0.2, 0.3), jitter),
-                          arm_run(rng, zob::Arm::unregistered, run.config.warmup,
-                                  run.config.steps, seed, rng.uniform(0.5, 0.7), jitter)});
+                          arm_run(rng, zob::Arm::unregistered, run.config.warmup, run.config.steps,
+                                  seed, rng.uniform(0.5, 0.7), jitter)});
   }
   for (zob::Arm a : run.config.arms) run.arms.push_back(zob::combine_rounds(zob::runs_of(run, a)));
   return run;
@@ -161,12 +162,12 @@ TEST(Rounds, ARoundThatDisagreesWithTheFirstIsNamed) {
   // A loss difference is found before the checksum and names the step.
   run.rounds[2][0].param_checksum = run.rounds[0][0].param_checksum;
   const std::size_t step = static_cast<std::size_t>(rng.integer(0, run.config.warmup + 1));
-  run.rounds[1][1].samples[step].loss =
-      std::nextafter(run.rounds[1][1].samples[step].loss, 1e30f);
+  run.rounds[1][1].samples[step].loss = std::nextafter(run.rounds[1][1].samples[step].loss, 1e30f);
   v = zob::validate_arms(run);
   EXPECT_FALSE(v.rounds_equal);
   EXPECT_NE(v.first_difference.find(fmt::format("arm unregistered round 2 vs round 1: loss of "
-                                                "step {} ", step + 1)),
+                                                "step {} ",
+                                                step + 1)),
             std::string::npos)
       << v.first_difference;
   EXPECT_EQ(zob::driver_result_json(run).at("validation").at("rounds_equal"), false);
@@ -211,7 +212,8 @@ TEST(Report, PhasesKeepTheirKeysAndAddBandwidth) {
   EXPECT_EQ(adam.at("bytes"), 28'000);
   std::vector<double> host;
   for (const auto& round : run.rounds) {
-    for (std::size_t i = static_cast<std::size_t>(run.config.warmup); i < round[0].samples.size(); ++i) {
+    for (std::size_t i = static_cast<std::size_t>(run.config.warmup); i < round[0].samples.size();
+         ++i) {
       host.push_back(round[0].samples[i].phases.at("adam").host_s);
     }
   }
@@ -220,6 +222,51 @@ TEST(Report, PhasesKeepTheirKeysAndAddBandwidth) {
   const auto& go = j.at("registered").at("phases").at("grad_offload");
   EXPECT_TRUE(go.at("device_s").is_number());
   EXPECT_NEAR(go.at("gb_per_s").get<double>(), 4000 / go.at("device_s").get<double>() / 1e9, 1e-15);
+}
+
+// --gpus N: per phase the rank with the longest device time (host time where the phase has
+// none), with that rank's times; then the arm's bound. One rank: no section.
+TEST(Report, RankSectionNamesTheSlowestRankPerPhase) {
+  Rng rng;
+  zob::RunResult run = rounds_run(rng, 1);
+  EXPECT_EQ(zob::render_rank_section(run), "");
+  zob::ArmResult& arm = run.arms[0];
+  const int ranks = rng.integer(2, 5);
+  for (int r = 0; r < ranks; ++r) {
+    zob::RankResult k;
+    k.rank = r;
+    k.ok = true;
+    k.phases["adam"] = {-1, rng.uniform(0.1, 0.2), 28'000, 1000};
+    k.phases["all_gather"] = {rng.uniform(0.001, 0.002), rng.uniform(0.01, 0.02), 2000, 1000};
+    arm.ranks.push_back(k);
+  }
+  arm.bound.bound_s = rng.uniform(0.1, 0.2);
+  arm.bound.ratio = rng.uniform(1, 2);
+  const auto slowest = [&](const char* phase, bool device) {
+    const auto it =
+        std::max_element(arm.ranks.begin(), arm.ranks.end(), [&](const auto& a, const auto& b) {
+          const auto& pa = a.phases.at(phase);
+          const auto& pb = b.phases.at(phase);
+          return device ? pa.device_s < pb.device_s : pa.host_s < pb.host_s;
+        });
+    return *it;
+  };
+  const std::string text = zob::render_rank_section(run);
+  const zob::RankResult adam = slowest("adam", false);
+  const zob::RankResult gather = slowest("all_gather", true);
+  EXPECT_NE(text.find(fmt::format("{:<14}{:<14}{:>13}{:>12}{:>12}", "adam", "registered", adam.rank,
+                                  "-", fmt::format("{:.3f}", adam.phases.at("adam").host_s * 1e3))),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(fmt::format("{:<14}{:<14}{:>13}{:>12}", "all_gather", "registered", gather.rank,
+                            fmt::format("{:.3f}", gather.phases.at("all_gather").device_s * 1e3))),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find(fmt::format("bound: registered: {:.4f} s, step/bound {:.2f}",
+                                  arm.bound.bound_s, arm.bound.ratio)),
+            std::string::npos)
+      << text;
 }
 
 TEST(Report, RegistrationPerGibAndItsLine) {

@@ -1,12 +1,15 @@
-// ZeRO-3 partitioning on the CPU device: one rank reproduces run_arm bit for bit; two and
-// three forked ranks reproduce an in-test single-process reference that sums the ranks'
-// micro-batch gradients (fp32, rank order) and applies Adam to the whole master.
+// ZeRO-3 partitioning on the CPU device, every schedule and loop: one rank reproduces run_arm
+// bit for bit; two and three forked ranks reproduce an in-test single-process reference that
+// sums the ranks' micro-batch gradients (fp32, rank order) and applies Adam to the whole
+// master; the host waits a rank's step issues are the one-GPU plan's, not one per operation.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
@@ -24,15 +27,44 @@
 namespace zob {
 namespace {
 
-RunConfig tiny() {
+RunConfig tiny(Schedule schedule = Schedule::stock, Loop loop = Loop::copy_back) {
   RunConfig c = test::small_model_config(2, 1, 2, 4242);  // P = 2632
   c.sub_group_size = 1000;
   c.chunk_elems = 300;
+  c.schedule = schedule;
+  c.loop = loop;
   return c;
 }
 
-TEST(PartitionedStep, OneRankIsBitwiseRunArm) {
-  const RunConfig c = tiny();
+// The CPU device, counting the host's waits for the device.
+class CountingCpuDevice final : public CpuDevice {
+ public:
+  using CpuDevice::CpuDevice;
+  void event_synchronize(DeviceEvent& event) override {
+    ++waits;
+    CpuDevice::event_synchronize(event);
+  }
+  void synchronize() override { ++waits; }
+  std::int64_t waits = 0;
+};
+
+struct Plan {
+  Schedule schedule;
+  Loop loop;
+};
+std::string plan_name(const ::testing::TestParamInfo<Plan>& info) {
+  return std::string(to_string(info.param.schedule)) + "_" +
+         (info.param.loop == Loop::copy_back ? "copy_back" : "offload_param");
+}
+const Plan kPlans[] = {{Schedule::stock, Loop::copy_back},
+                       {Schedule::overlap, Loop::copy_back},
+                       {Schedule::stock, Loop::offload_param},
+                       {Schedule::overlap, Loop::offload_param}};
+
+class OneRank : public ::testing::TestWithParam<Plan> {};
+
+TEST_P(OneRank, IsBitwiseRunArm) {
+  const RunConfig c = tiny(GetParam().schedule, GetParam().loop);
   std::vector<float> ref_master, master;
   CpuDevice d1(2), d2(2);
   const ArmResult ref = step_detail::run_arm_capture(c, Arm::registered, d1, &ref_master);
@@ -48,6 +80,7 @@ TEST(PartitionedStep, OneRankIsBitwiseRunArm) {
   }
   EXPECT_EQ(d2.memory_in_use(), 0u);
 }
+INSTANTIATE_TEST_SUITE_P(Plans, OneRank, ::testing::ValuesIn(kPlans), plan_name);
 
 // ---- the single-process reference: the model on one CpuDevice, written out here ----
 
@@ -115,8 +148,11 @@ struct Ref {
 
   // `ranks` micro-batches per step, gradients summed in fp32 in rank order, Adam on the whole.
   std::vector<float> train(int ranks, std::vector<float>* losses) {
-    std::vector<float> master(static_cast<std::size_t>(L.total)), m(master.size(), 0),
-        v(master.size(), 0), g32(master.size());
+    const auto n = static_cast<std::size_t>(L.total);
+    std::vector<float> master(n);
+    std::vector<float> m(n, 0.0f);
+    std::vector<float> v(n, 0.0f);
+    std::vector<float> g32(n, 0.0f);
     initial_parameters(L, c.seed, master.data());
     ThreadPool pool(1);
     for (int t = 1; t <= c.warmup + c.steps; ++t) {
@@ -139,12 +175,15 @@ struct Ref {
 };
 
 // Runs `ranks` forked rank processes; returns the full master reassembled from their shards.
+// *waits (if given) receives each rank's host waits for its device, setup included.
 std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* losses,
-                             std::vector<std::string>* errors) {
+                             std::vector<std::string>* errors,
+                             std::vector<std::int64_t>* waits = nullptr) {
   const ModelLayout L = ModelLayout::build(c.model);
   const ShardLayout S = ShardLayout::build(L, ranks);
   const std::size_t steps = static_cast<std::size_t>(c.warmup + c.steps);
-  const std::size_t per_rank = static_cast<std::size_t>(S.total) + steps;  // shard + losses
+  // shard, losses, the wait count (two floats' room)
+  const std::size_t per_rank = static_cast<std::size_t>(S.total) + steps + 2;
   const std::size_t bytes = per_rank * 4 * static_cast<std::size_t>(ranks);
   void* out = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   EXPECT_NE(out, MAP_FAILED);
@@ -156,13 +195,14 @@ std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* 
     if (pid == 0) {
       int code = 0;
       try {
-        CpuDevice dev(1);
+        CountingCpuDevice dev(1);
         ShmCollectives comm(region, r, 30);
         std::vector<float> shard;
         const ArmResult a = run_partitioned_arm(c, Arm::unregistered, dev, comm, &shard);
         float* mine = f + per_rank * static_cast<std::size_t>(r);
         std::memcpy(mine, shard.data(), shard.size() * 4);
         for (std::size_t s = 0; s < steps; ++s) mine[S.total + static_cast<std::int64_t>(s)] = a.samples[s].loss;
+        std::memcpy(mine + S.total + static_cast<std::int64_t>(steps), &dev.waits, sizeof dev.waits);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", r, e.what());
         code = 1;
@@ -186,6 +226,11 @@ std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* 
     }
   }
   for (std::size_t s = 0; s < steps; ++s) losses->push_back(f[static_cast<std::size_t>(S.total) + s]);
+  for (int r = 0; waits != nullptr && r < ranks; ++r) {
+    std::int64_t w = 0;
+    std::memcpy(&w, f + per_rank * static_cast<std::size_t>(r) + static_cast<std::size_t>(S.total) + steps, sizeof w);
+    waits->push_back(w);
+  }
   // every rank must report the same (summed) loss
   for (int r = 1; r < ranks; ++r) {
     for (std::size_t s = 0; s < steps; ++s) {
@@ -197,12 +242,13 @@ std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* 
   return full;
 }
 
-class PartitionedRanks : public ::testing::TestWithParam<int> {};
+class PartitionedRanks : public ::testing::TestWithParam<std::tuple<int, Plan>> {};
 
 TEST_P(PartitionedRanks, EqualsSingleProcessSumOfMicroBatchGradients) {
-  const int ranks = GetParam();
+  const int ranks = std::get<0>(GetParam());
+  const Plan plan = std::get<1>(GetParam());
   ::setenv("ZOB_ADAM_ISA", "scalar", 1);  // the same Adam path in the ranks and the reference
-  const RunConfig c = tiny();
+  const RunConfig c = tiny(plan.schedule, plan.loop);
   std::vector<float> got_losses, want_losses;
   std::vector<std::string> errors;
   const auto got = run_ranks(c, ranks, &got_losses, &errors);
@@ -221,7 +267,50 @@ TEST_P(PartitionedRanks, EqualsSingleProcessSumOfMicroBatchGradients) {
   EXPECT_NE(std::memcmp(one.data(), want.data(), one.size() * 4), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, PartitionedRanks, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, PartitionedRanks, ::testing::Combine(::testing::Values(2, 3), ::testing::ValuesIn(kPlans)),
+    [](const ::testing::TestParamInfo<std::tuple<int, Plan>>& info) {
+      return std::to_string(std::get<0>(info.param)) + "ranks_" +
+             plan_name({std::get<1>(info.param), info.index});
+    });
+
+// The host waits one step issues, from two runs that differ by two steps only (setup cancels).
+std::int64_t waits_per_step(RunConfig c, int ranks) {
+  std::vector<std::int64_t> per_run[2];
+  for (int k = 0; k < 2; ++k) {
+    c.warmup = 0;
+    c.steps = 1 + 2 * k;
+    std::vector<float> losses;
+    std::vector<std::string> errors;
+    run_ranks(c, ranks, &losses, &errors, &per_run[k]);
+    EXPECT_TRUE(errors.empty());
+  }
+  for (std::size_t r = 1; r < per_run[1].size(); ++r) {
+    EXPECT_EQ(per_run[1][r] - per_run[0][r], per_run[1][0] - per_run[0][0]) << "rank " << r;
+  }
+  return per_run[1].empty() || per_run[0].empty() ? -1 : (per_run[1][0] - per_run[0][0]) / 2;
+}
+
+class PlanWaits : public ::testing::TestWithParam<Plan> {};
+
+// The waits of the one-GPU plan, whatever the rank count: stock waits once for every gradient,
+// once per sub-group's copy-back, once at the end of the step; overlap once per module's
+// gradient (its pieces wait on them) and once at the end. No wait per copy, cast, module or
+// collective: the per-operation step before this one issued 4 per module and 2 per piece.
+TEST_P(PlanWaits, AreTheOneGpuPlansForEveryRankCount) {
+  const Plan plan = GetParam();
+  const RunConfig c = tiny(plan.schedule, plan.loop);
+  const ModelLayout L = ModelLayout::build(c.model);
+  const auto modules = static_cast<std::int64_t>(L.modules.size());
+  for (int ranks : {1, 2, 3}) {
+    const std::int64_t S = ShardLayout::build(L, ranks).total;
+    const std::int64_t sub_groups = (S + c.sub_group_size - 1) / c.sub_group_size;
+    std::int64_t want = plan.schedule == Schedule::overlap ? modules + 1 : 2;
+    if (plan.schedule == Schedule::stock && plan.loop == Loop::copy_back) want += sub_groups;
+    EXPECT_EQ(waits_per_step(c, ranks), want) << ranks << " ranks";
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Plans, PlanWaits, ::testing::ValuesIn(kPlans), plan_name);
 
 TEST(PartitionedStep, ShardLayoutPadsEveryModule) {
   const ModelLayout L = ModelLayout::build({61, 8, 3});
@@ -236,12 +325,23 @@ TEST(PartitionedStep, ShardLayoutPadsEveryModule) {
   EXPECT_EQ(S.total, total);
 }
 
-TEST(PartitionedStep, RefusesOffloadParamAndNonCpuDevices) {
-  RunConfig c = tiny();
-  c.loop = Loop::offload_param;
+// A communicator of two ranks that is never reached: the refusal comes first.
+class TwoRanksUnreached final : public Collectives {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  void all_gather(const void*, void*, std::size_t) override { ADD_FAILURE(); }
+  void reduce_scatter(const void*, ElemType, float*, std::size_t) override { ADD_FAILURE(); }
+  void broadcast(void*, std::size_t, int) override { ADD_FAILURE(); }
+  void barrier() override { ADD_FAILURE(); }
+  void abort(const std::string&) noexcept override {}
+};
+
+TEST(PartitionedStep, RefusesTheDeepSpeedScheduleWithSeveralRanks) {
+  const RunConfig c = tiny(Schedule::deepspeed);
   CpuDevice dev(1);
-  SingleRankCollectives one;
-  EXPECT_THROW(run_partitioned_arm(c, Arm::pageable, dev, one), UsageError);
+  TwoRanksUnreached two;
+  EXPECT_THROW(run_partitioned_arm(c, Arm::pageable, dev, two), UsageError);
 }
 
 }  // namespace

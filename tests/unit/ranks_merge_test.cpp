@@ -2,11 +2,14 @@
 // failure that names the rank at fault.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "driver/ranks.hpp"
 #include "report/json_util.hpp"
+#include "step/partitioned_step.hpp"
+#include "zob/model.hpp"
 #include "zob/result.hpp"
 
 namespace zob {
@@ -63,10 +66,9 @@ TEST(RanksMerge, StepTimeIsTheSlowestRankPerStep) {
     w0.push_back(d(rng));
     w1.push_back(d(rng));
   }
-  const auto m = merge_rank_results(cfg(2), Arm::registered,
-                                    {outcome(0, rank_result(0, w0, "aaaa")),
-                                     outcome(1, rank_result(1, w1, "bbbb"))},
-                                    -1, "");
+  const auto m = merge_rank_results(
+      cfg(2), Arm::registered,
+      {outcome(0, rank_result(0, w0, "aaaa")), outcome(1, rank_result(1, w1, "bbbb"))}, -1, "");
   ASSERT_TRUE(m.ok) << m.error;
   ASSERT_EQ(m.samples.size(), 4u);
   double sum = 0, best = 1e9;
@@ -105,10 +107,11 @@ TEST(RanksMerge, FailureNamesTheCulpritRank) {
   dead.rank = 1;
   dead.pid = 101;
   dead.term_signal = 11;
-  const auto m = merge_rank_results(cfg(3), Arm::registered, {ok0, dead, o2}, 1,
-                                    "rank 1 of 3 killed");
+  const auto m =
+      merge_rank_results(cfg(3), Arm::registered, {ok0, dead, o2}, 1, "rank 1 of 3 killed");
   EXPECT_FALSE(m.ok);
-  EXPECT_EQ(m.error.rfind("rank 1 of 3 (pid 101, device cpu:0) failed: killed by signal SIGSEGV", 0), 0u)
+  EXPECT_EQ(
+      m.error.rfind("rank 1 of 3 (pid 101, device cpu:0) failed: killed by signal SIGSEGV", 0), 0u)
       << m.error;
   ASSERT_EQ(m.ranks.size(), 3u);
   EXPECT_TRUE(m.ranks[0].ok);
@@ -126,6 +129,45 @@ TEST(RanksMerge, CollectiveTimeoutIsHalfTheArmTimeoutAtMost120) {
   EXPECT_EQ(collective_timeout_s(c), 15.0);
   c.timeout_s = 1000;
   EXPECT_EQ(collective_timeout_s(c), 120.0);
+}
+
+// The N-rank bound: Adam of every rank's shard at the host's bandwidth (the ranks' probes,
+// taken at once, summed), the busiest link of any rank, the slowest rank's compute; the ratio
+// from the group's steps (the slowest rank's each step).
+TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> d(0.01, 1.0);
+  const RunConfig c = cfg(2);
+  std::vector<ArmResult> ranks;
+  std::vector<double> walls[2];
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 4; ++i) walls[r].push_back(d(rng));
+    ArmResult a = rank_result(r, walls[r], r == 0 ? "aaaa" : "bbbb");
+    a.bound.probe_gb_per_s = 10 + 50 * d(rng);
+    a.bound.d2h_s = d(rng);
+    a.bound.h2d_s = d(rng);
+    a.bound.compute_s = d(rng);
+    a.bound.adam_measured_s = d(rng);
+    ranks.push_back(a);
+  }
+  const auto m =
+      merge_rank_results(c, Arm::registered, {outcome(0, ranks[0]), outcome(1, ranks[1])}, -1, "");
+  ASSERT_TRUE(m.ok) << m.error;
+  const ShardLayout shards = ShardLayout::build(ModelLayout::build(c.model), 2);
+  const double probe = ranks[0].bound.probe_gb_per_s + ranks[1].bound.probe_gb_per_s;
+  const double adam = 28.0 * static_cast<double>(2 * shards.total) / (probe * 1e9);
+  const double link = std::max(
+      {ranks[0].bound.d2h_s, ranks[0].bound.h2d_s, ranks[1].bound.d2h_s, ranks[1].bound.h2d_s});
+  const double compute = std::max(ranks[0].bound.compute_s, ranks[1].bound.compute_s);
+  EXPECT_DOUBLE_EQ(m.bound.probe_gb_per_s, probe);
+  EXPECT_DOUBLE_EQ(m.bound.adam_s, adam);
+  EXPECT_DOUBLE_EQ(m.bound.pcie_s, link);
+  EXPECT_DOUBLE_EQ(m.bound.compute_s, compute);
+  EXPECT_DOUBLE_EQ(m.bound.bound_s, std::max(adam, link) + compute);
+  std::vector<double> group;
+  for (std::size_t i = 1; i < 4; ++i) group.push_back(std::max(walls[0][i], walls[1][i]));
+  std::sort(group.begin(), group.end());
+  EXPECT_DOUBLE_EQ(m.bound.ratio, group[1] / m.bound.bound_s);
 }
 
 }  // namespace

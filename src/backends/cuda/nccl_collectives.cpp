@@ -42,17 +42,20 @@ NcclCollectives::NcclCollectives(CudaDevice& device, Collectives& host, double t
     if (set != cudaSuccess) fail(std::string("cudaSetDevice: ") + cudaGetErrorString(set));
     const cudaError_t made = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
     if (made != cudaSuccess) fail(std::string("cudaStreamCreate: ") + cudaGetErrorString(made));
+    for (cudaEvent_t* e : {&queue_done_, &collective_done_}) {
+      const cudaError_t ev = cudaEventCreateWithFlags(e, cudaEventDisableTiming);
+      if (ev != cudaSuccess) fail(std::string("cudaEventCreate: ") + cudaGetErrorString(ev));
+    }
     ncclUniqueId id{};
     if (rank_ == 0) check(api_.get_unique_id(&id), "ncclGetUniqueId");
     host_.broadcast(&id, sizeof id, 0);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every wait is ours, with a deadline
-    check(api_.comm_init_rank_config(&comm_, size_, id, rank_, &config),
-          "ncclCommInitRankConfig");
+    check(api_.comm_init_rank_config(&comm_, size_, id, rank_, &config), "ncclCommInitRankConfig");
     wait_ready("ncclCommInitRankConfig (rendezvous of " + std::to_string(size_) + " ranks)");
   } catch (...) {
     abort_comm();
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    destroy_stream_and_events();
     throw;
   }
 }
@@ -72,7 +75,16 @@ NcclCollectives::~NcclCollectives() {
   }
   abort_comm();  // a no-op when destroyed above
   if (staging_ != nullptr) device_.deallocate(staging_);
+  destroy_stream_and_events();
+}
+
+void NcclCollectives::destroy_stream_and_events() noexcept {
+  for (cudaEvent_t e : {queue_done_, collective_done_}) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  queue_done_ = collective_done_ = nullptr;
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  stream_ = nullptr;
 }
 
 bool NcclCollectives::finalize_within(double seconds) noexcept {
@@ -180,47 +192,101 @@ void NcclCollectives::grow_staging(std::size_t bytes) {
 }
 
 void NcclCollectives::all_gather(const void* shard, void* full, std::size_t shard_bytes) {
-  usable();
-  if (shard_bytes == 0) return;
-  check(api_.all_gather(shard, full, shard_bytes, ncclUint8, comm_, stream_), "ncclAllGather");
-  const std::string what = "all_gather of " + std::to_string(shard_bytes) + " bytes per rank";
-  wait_ready(what);
-  wait_stream(what);
+  if (launch_all_gather(shard, full, shard_bytes, stream_)) {
+    wait_stream("all_gather of " + std::to_string(shard_bytes) + " bytes per rank");
+  }
+}
+
+void NcclCollectives::enqueue_all_gather(Device& device, Queue q, const void* shard, void* full,
+                                         std::size_t shard_bytes) {
+  const cudaStream_t queue = queue_stream(device, q);
+  join(stream_, queue, queue_done_, "all_gather");
+  if (launch_all_gather(shard, full, shard_bytes, stream_)) {
+    join(queue, stream_, collective_done_, "all_gather");
+  }
 }
 
 void NcclCollectives::reduce_scatter(const void* in, ElemType in_type, float* out,
                                      std::size_t shard_elems) {
+  if (launch_reduce_scatter(in, in_type, out, shard_elems, stream_)) {
+    wait_stream("reduce_scatter of " + std::to_string(shard_elems) + " elements");
+  }
+}
+
+void NcclCollectives::enqueue_reduce_scatter(Device& device, Queue q, const void* in,
+                                             ElemType in_type, float* out,
+                                             std::size_t shard_elems) {
+  const cudaStream_t queue = queue_stream(device, q);
+  join(stream_, queue, queue_done_, "reduce_scatter");
+  if (launch_reduce_scatter(in, in_type, out, shard_elems, stream_)) {
+    join(queue, stream_, collective_done_, "reduce_scatter");
+  }
+}
+
+cudaStream_t NcclCollectives::queue_stream(Device& device, Queue q) const {
+  if (&device != &device_) {
+    throw UsageError(
+        "NcclCollectives: a collective was enqueued on another device than the "
+        "one its communicator was made for");
+  }
+  return device_.stream(q);
+}
+
+// `waiter` waits (on the device) for what `done` has been given so far: the event is
+// re-recorded each time, and each wait takes the state it had when the wait was enqueued.
+void NcclCollectives::join(cudaStream_t waiter, cudaStream_t done, cudaEvent_t event,
+                           const char* what) {
+  cudaError_t e = cudaEventRecord(event, done);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(waiter, event, 0);
+  if (e != cudaSuccess) {
+    fail(std::string(what) +
+         ": ordering the collective's stream with the queue's: " + cudaGetErrorString(e));
+  }
+}
+
+bool NcclCollectives::launch_all_gather(const void* shard, void* full, std::size_t shard_bytes,
+                                        cudaStream_t stream) {
   usable();
-  if (shard_elems == 0) return;
+  if (shard_bytes == 0) return false;
+  check(api_.all_gather(shard, full, shard_bytes, ncclUint8, comm_, stream), "ncclAllGather");
+  wait_ready("all_gather of " + std::to_string(shard_bytes) + " bytes per rank");
+  return true;
+}
+
+// Rank r's piece of my shard lands in staging[r] (grouped send/recv: the bytes a ring
+// reduce-scatter moves), then one kernel sums the pieces in rank order. Every collective runs
+// on stream_, so the next call reuses the staging area only after this one's kernel.
+bool NcclCollectives::launch_reduce_scatter(const void* in, ElemType in_type, float* out,
+                                            std::size_t shard_elems, cudaStream_t stream) {
+  usable();
+  if (shard_elems == 0) return false;
   const std::size_t piece = shard_elems * elem_size(in_type);
-  grow_staging(piece * static_cast<std::size_t>(size_));
+  grow_staging(piece * static_cast<std::size_t>(size_));  // cudaFree waits for the device
   auto* parts = static_cast<unsigned char*>(staging_);
   const auto* src = static_cast<const unsigned char*>(in);
   const auto me = static_cast<std::size_t>(rank_);
   const std::string what = "reduce_scatter of " + std::to_string(shard_elems) + " elements";
   const cudaError_t own = cudaMemcpyAsync(parts + me * piece, src + me * piece, piece,
-                                          cudaMemcpyDeviceToDevice, stream_);
+                                          cudaMemcpyDeviceToDevice, stream);
   if (own != cudaSuccess) fail(what + ": cudaMemcpyAsync: " + cudaGetErrorString(own));
   if (size_ > 1) {
-    // Rank r's piece of my shard lands in parts[r]: every pair exchanges one piece each way.
     check(api_.group_start(), "ncclGroupStart");
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       const auto ru = static_cast<std::size_t>(r);
-      check(api_.send(src + ru * piece, piece, ncclUint8, r, comm_, stream_), "ncclSend");
-      check(api_.recv(parts + ru * piece, piece, ncclUint8, r, comm_, stream_), "ncclRecv");
+      check(api_.send(src + ru * piece, piece, ncclUint8, r, comm_, stream), "ncclSend");
+      check(api_.recv(parts + ru * piece, piece, ncclUint8, r, comm_, stream), "ncclRecv");
     }
     check(api_.group_end(), "ncclGroupEnd");
     wait_ready(what);
   }
-  const cudaError_t launched =
-      launch_sum_rank_parts(parts, size_, static_cast<std::int64_t>(shard_elems),
-                            in_type == ElemType::bf16, out, stream_);
+  const cudaError_t launched = launch_sum_rank_parts(
+      parts, size_, static_cast<std::int64_t>(shard_elems), in_type == ElemType::bf16, out, stream);
   if (launched != cudaSuccess) {
     cudaGetLastError();
     fail(what + ": kernel sum_rank_parts: " + cudaGetErrorString(launched));
   }
-  wait_stream(what);
+  return true;
 }
 
 void NcclCollectives::broadcast(void* data, std::size_t bytes, int root) {

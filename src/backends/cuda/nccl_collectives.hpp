@@ -40,6 +40,12 @@ class NcclCollectives final : public Collectives {
   void all_gather(const void* shard, void* full, std::size_t shard_bytes) override;
   void reduce_scatter(const void* in, ElemType in_type, float* out,
                       std::size_t shard_elems) override;
+  // Ordered after queue q's work so far and before its later work, through events; no host
+  // wait for the device (the step's plan).
+  void enqueue_all_gather(Device& device, Queue q, const void* shard, void* full,
+                          std::size_t shard_bytes) override;
+  void enqueue_reduce_scatter(Device& device, Queue q, const void* in, ElemType in_type, float* out,
+                              std::size_t shard_elems) override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void barrier() override;  // the host communicator's: device buffers need no barrier
   void check_peers() override;
@@ -60,6 +66,14 @@ class NcclCollectives final : public Collectives {
   void abort_comm() noexcept;
   bool finalize_within(double seconds) noexcept;
   void grow_staging(std::size_t bytes);
+  cudaStream_t queue_stream(Device& device, Queue q) const;
+  void join(cudaStream_t waiter, cudaStream_t done, cudaEvent_t event, const char* what);
+  void destroy_stream_and_events() noexcept;
+  // Enqueue on `stream`; false when there is nothing to do.
+  bool launch_all_gather(const void* shard, void* full, std::size_t shard_bytes,
+                         cudaStream_t stream);
+  bool launch_reduce_scatter(const void* in, ElemType in_type, float* out, std::size_t shard_elems,
+                             cudaStream_t stream);
 
   CudaDevice& device_;
   Collectives& host_;
@@ -69,7 +83,10 @@ class NcclCollectives final : public Collectives {
   int size_;
   std::string version_;
   ncclComm_t comm_ = nullptr;
+  // Every collective, blocking or enqueued, runs on this one stream, in the order the host
+  // issues them (the same on every rank), joined to the step's queue by the two events.
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t queue_done_ = nullptr, collective_done_ = nullptr;
   void* staging_ = nullptr;  // reduce_scatter's N received pieces
   std::size_t staging_bytes_ = 0;
   bool broken_ = false;
