@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --gpus 2 against --gpus 1 on one host (nvidia-h200-x2), interleaved in one call so both see
-# the same machine: both loops, the stock and overlap schedules (and deepspeed, which runs one
-# rank), at the defaults and at h4096 l8 b4 s512. Runs from a bundle (scripts/gpu-bundle):
+# the same machine: both loops, every schedule (deepspeed, stock, overlap), at the defaults and
+# at h4096 l8 b4 s512. Runs from a bundle (scripts/gpu-bundle):
 #   scripts/gpu-bundle build/release .xfer-cuda   # here, after building zero3-offload-bench
 #   bench/multi-gpu/run.sh .xfer-cuda "$OUT"      # on the GPU machine (about 6 minutes)
 # Writes OUT/multi-gpu/: machine.txt (nvidia-smi topo -m, the GPUs, the CPUs), NAME.txt (the
@@ -56,13 +56,11 @@ for size in defaults large; do
   for loop in copy_back offload_param; do
     lflag=()
     [ "$loop" = offload_param ] && lflag=(--offload-param)
-    for sch in stock overlap; do
+    for sch in deepspeed stock overlap; do
       # --gpus 1 and --gpus N back to back: the pair sees the same machine state.
       run "$size-$loop-$sch-gpus1" --device cuda --gpus 1 --schedule "$sch" "${lflag[@]}" "${extra[@]}"
       run "$size-$loop-$sch-gpus$gpus" --device cuda --gpus "$gpus" --schedule "$sch" "${lflag[@]}" "${extra[@]}"
     done
-    # DeepSpeed's schedule, one rank: the reference the multi-rank schedules are read against.
-    [ "$size" = defaults ] && run "$size-$loop-deepspeed-gpus1" --device cuda --gpus 1 --schedule deepspeed "${lflag[@]}"
   done
 done
 python3 "$here/summarize.py" "$out" > "$out/summary.txt" 2>&1 || echo "summarize.py failed" >> "$out/summary.txt"

@@ -116,6 +116,9 @@ class Device {
   virtual void copy_to_device(Queue q, void* device, const void* host, std::size_t bytes) = 0;
   virtual void copy_to_host(Queue q, void* host, const void* device, std::size_t bytes) = 0;
   virtual void fill_zero(Queue q, void* device, std::size_t bytes) = 0;
+  // Device memory to device memory (the --gpus N deepspeed schedule's packing of partitions
+  // around its collectives, as DeepSpeed's torch.cat does).
+  virtual void copy_on_device(Queue q, void* dst, const void* src, std::size_t bytes) = 0;
 
   // ---- events ----
   virtual std::unique_ptr<DeviceEvent> create_event() = 0;

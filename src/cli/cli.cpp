@@ -141,12 +141,8 @@ CliCommand run_command(const RunOptions& o) {
   cmd.threads_given = o.given("--threads");
   cmd.gpus_given = o.given("--gpus");
   cmd.launcher = parse_launcher(o.value("--launcher"));
-  if (!o.given("--schedule")) {
-    // The deepspeed schedule models one rank: the documented default of several ranks is
-    // stock (--help, docs/schedules.md, docs/multi-gpu.md; the "# step:" line names it).
-    const bool ranks = c.gpus != 1 || cmd.launcher == CliCommand::Launcher::mpi;
-    c.schedule = ranks ? Schedule::stock : Schedule::deepspeed;
-  }
+  // The default schedule is deepspeed for every rank count (what a DeepSpeed user sees).
+  if (!o.given("--schedule")) c.schedule = Schedule::deepspeed;
   if (!cmd.threads_given) resolve_default_threads(c);
   validate_run_config(c);
   if (o.on("--list-devices")) {

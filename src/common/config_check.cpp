@@ -64,12 +64,6 @@ void check_ranges(const RunConfig& c) {
 
 // What several ranks do not implement yet, the CPU list, the arms.
 void check_combinations(const RunConfig& c) {
-  if (c.gpus != 1 && c.schedule == Schedule::deepspeed) {
-    throw UsageError(
-        "--gpus with --schedule deepspeed is not implemented yet: DeepSpeed's "
-        "schedule runs one rank; use --schedule stock or overlap with --gpus > 1, "
-        "or --gpus 1");
-  }
   if (c.gpus != 1 && c.model.decoder() && c.model.arch.tie_embeddings) {
     throw UsageError("--model " + c.model.name +
                      " ties lm_head to the embedding, which several ranks do not gather "

@@ -153,9 +153,8 @@ const RunFlag kRunFlags[] = {
      [] { return number(kDefaults.sub_group_size); }},
     {"--schedule", "NAME",
      "deepspeed|stock|overlap: the step's copies, waits and Adam as DeepSpeed 0.19.8 runs them, "
-     "or the what-ifs: the algorithm alone, Adam overlapped (default deepspeed; stock with "
-     "several ranks, where deepspeed is refused)",
-     "deepspeed (stock with `--gpus N > 1`)", FlagKind::value, 0, 0, 0, nullptr, nullptr,
+     "or the what-ifs: the algorithm alone, Adam overlapped (default deepspeed, for any --gpus)",
+     "deepspeed", FlagKind::value, 0, 0, 0, nullptr, nullptr,
      [](RunConfig& c, const std::string& text) {
        try {
          c.schedule = parse_schedule(text);

@@ -272,7 +272,7 @@ std::string render_phase_section(const RunResult& run) {
       const double bytes = json_number(p, "bytes");
       const double gbs = json_number(p, "gb_per_s");
       std::string row = fmt::format(
-          "{:<14}{:<14}{:>12}{:>12}{:>12}{:>10}", n, to_string(a.arm),
+          "{:<15}{:<14}{:>12}{:>12}{:>12}{:>10}", n, to_string(a.arm),
           dev >= 0 ? fmt::format("{:.3f}", dev * 1e3) : "-",
           host >= 0 ? fmt::format("{:.3f}", host * 1e3) : "-",
           bytes > 0 ? fmt::format("{:.4f}", bytes / 1e9) : "-",
@@ -285,7 +285,7 @@ std::string render_phase_section(const RunResult& run) {
     }
   }
   if (rows.empty()) return "";
-  return fmt::format("{:<14}{:<14}{:>12}{:>12}{:>12}{:>10}\n", "phase", "arm", "device ms",
+  return fmt::format("{:<15}{:<14}{:>12}{:>12}{:>12}{:>10}\n", "phase", "arm", "device ms",
                      "host ms", "GB", "GB/s") +
          rows;
 }
@@ -313,7 +313,7 @@ std::string render_rank_section(const RunResult& run) {
       }
       if (worst == nullptr) continue;
       const PhaseSample& p = worst->phases.at(n);
-      rows += fmt::format("{:<14}{:<14}{:>13}{:>12}{:>12}{:>12}\n", n, to_string(a.arm),
+      rows += fmt::format("{:<15}{:<14}{:>13}{:>12}{:>12}{:>12}\n", n, to_string(a.arm),
                           worst->rank,
                           p.device_s >= 0 ? fmt::format("{:.3f}", p.device_s * 1e3) : "-",
                           fmt::format("{:.3f}", p.host_s * 1e3),
@@ -328,7 +328,7 @@ std::string render_rank_section(const RunResult& run) {
     }
   }
   if (rows.empty()) return "";
-  return fmt::format("{:<14}{:<14}{:>13}{:>12}{:>12}{:>12}\n", "phase", "arm", "slowest rank",
+  return fmt::format("{:<15}{:<14}{:>13}{:>12}{:>12}{:>12}\n", "phase", "arm", "slowest rank",
                      "device ms", "host ms", "GB") +
          rows;
 }

@@ -18,138 +18,38 @@
 
 #include "step/arm_runner_common.hpp"
 #include "step/deepspeed_plan.hpp"
+#include "step/deepspeed_runner.hpp"
+#include "step/rank_placement.hpp"
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
 #include "step/step_internal.hpp"
 #include "zob/clock.hpp"
+#include "zob/errors.hpp"
 #include "zob/adam.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/model.hpp"
 #include "zob/thread_pool.hpp"
 
 namespace zob::step_detail {
-namespace {
 
-
-// A device copy bracketed by two events, for its device time and its trace span.
-struct TimedCopies {
-  Events start, end;
-  std::vector<std::string> names;
-  std::vector<const char*> tracks;
-  std::size_t used = 0;
-};
-
-// Host seconds per phase within one step.
-struct HostTimes {
-  double forward = 0, backward = 0, fetch_wait = 0, flush = 0, grad_wait = 0, norm = 0;
-  double scale = 0, adam = 0, cast = 0, copy_back = 0, gather = 0;
-};
-
-class DeepSpeedRunner {
- public:
-  DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev, const DeepSpeedKnobs& knobs)
-      : cfg_(config), arm_(arm), dev_(dev), layout_(ModelLayout::build(config.model)),
-        plan_(build_deepspeed_plan(layout_, config.loop, knobs)), knobs_(knobs) {}
-
-  void setup();
-  StepSample run_step(int t);
-  const float* master() const { return master_.as<float>(); }
-  std::int64_t total() const { return layout_.total; }
-  int threads() const { return pool_->size(); }
-  double register_seconds() const {
-    return master_.register_seconds() + grads_.register_seconds() +
-           grads_bf16_.register_seconds() + pbf16_.register_seconds();
-  }
-  // The buffer whose registration stands for the arm's: the fp32 gradients, pinned in every
-  // loop (the master is plain memory under offload_param).
-  const HostBuffer& master_buffer() const { return grads_; }
-  const ThreadPlacement& placement() const { return placement_; }
-  StepLinkTimes link_times() const { return link_; }
-  double probe_gb_per_s() const { return probe_gb_s_; }
-
- private:
-  bool offload() const { return plan_.offload_param; }
-  std::int64_t modules() const { return static_cast<std::int64_t>(layout_.modules.size()); }
-  const DsTensor& tensor(int id) const { return plan_.tensors[static_cast<std::size_t>(id)]; }
-
-  void create_events();
-  void copy(TimedCopies& c, Queue q, const char* track, const std::string& name, bool to_device,
-            void* dst, const void* src, std::size_t bytes);
-  void fetch(const std::vector<int>& ids);
-  std::size_t run_visits(std::size_t v, bool forward);
-  void forward();
-  void backward();
-  void gradient_hooks(std::int64_t module);
-  // Every parameter is resident at its own offset: a shared tensor (tied table) is there too.
-  const bf16* shared_weights(const ModuleSlice& m) const {
-    return m.shared.empty() ? nullptr : params_.as<bf16>() + m.shared.front().offset;
-  }
-  void flush(const DsFlush& f);
-  void read_norm();
-  void optimizer(int t, StepSample& s, Clock::time_point t0);
-  void gather_persistent();
-  void report(StepSample& s);
-
-  const RunConfig& cfg_;
-  Arm arm_;
-  Device& dev_;
-  ModelLayout layout_;
-  DeepSpeedPlan plan_;
-  DeepSpeedKnobs knobs_;
-  std::vector<SubGroup> sub_groups_;
-  std::int64_t pieces_ = 0;
-  std::unique_ptr<ThreadPool> pool_;
-  ThreadPlacement placement_;
-  std::vector<std::vector<int>> grads_of_module_;  // backward hook order, per module
-  std::vector<std::vector<bool>> flush_of_module_;
-
-  HostBuffer master_, grads_, grads_bf16_, exp_avg_, exp_avg_sq_, pbf16_;
-  DeviceBuffer params_, grad_store_, temp_bf16_, temp_f32_, copy_temp_, norm_scalar_;
-  ModuleMath math_;
-
-  std::unique_ptr<DeviceEvent> origin_, norm_read_;
-  Events task_start_, task_end_, grad_ready_, hook_done_, flush_start_, flush_end_;
-  Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;
-  TimedCopies fetches_, flush_copies_;
-  DeviceEvent* last_fetch_ = nullptr;        // the all-gather stream's last copy this step
-  std::deque<DeviceEvent*> reduce_events_;   // flushes in flight
-  std::size_t next_flush_ = 0;
-  HostTimes host_;
-  float loss_host_ = 0, norm_host_ = 0;
-  StepLinkTimes link_;
-  double probe_gb_s_ = 0;
-  DrainQueuesOnExit drain_{dev_};  // last: destroyed first
-};
+DeepSpeedRunner::DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev,
+                                 const DeepSpeedKnobs& knobs, RankComms comms)
+    : cfg_(config), arm_(arm), dev_(dev),
+      comm_(comms.host != nullptr ? comms.host : &single_),
+      data_(comms.data != nullptr ? comms.data : comm_),
+      layout_(ModelLayout::build(config.model)),
+      plan_(build_deepspeed_plan(layout_, config.loop, knobs)), knobs_(knobs),
+      parts_(DsPartitions::build(plan_, comm_->size(), comm_->rank())) {}
 
 void DeepSpeedRunner::setup() {
-  const std::int64_t P = layout_.total;
-  sub_groups_ = split_sub_groups(cfg_, P, &pieces_);
-  pool_ = make_arm_pool(cfg_, arm_, dev_, &placement_);
-  const HostMemoryMode pinned = pinned_mode_for(arm_);
-  const auto P2 = static_cast<std::size_t>(P) * 2, P4 = P2 * 2;
-  // DeepSpeed pins the fp32 master only where a copy reads it: under offload_param the host
-  // casts it into the pinned bf16 buffer, and it stays plain memory (the profile's 53 locked
-  // buffers hold no fp32 master).
-  master_ = HostBuffer(P4, offload() ? HostMemoryMode::pageable : pinned, &dev_, "fp32 master",
-                       pool_.get());
-  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients", pool_.get());
-  grads_bf16_ = HostBuffer(P2, pinned, &dev_, "bf16 gradient partition", pool_.get());
-  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
-  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
-  if (offload()) pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
-  probe_gb_s_ = probe_arm_memory(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
-                                 exp_avg_sq_.as<float>(), P, *pool_);
-  initial_parameters(layout_, cfg_.seed, master_.as<float>());
-
-  const DeviceSizes ds = device_sizes(cfg_, layout_);
-  params_ = DeviceBuffer(dev_, ds.params);
-  grad_store_ = DeviceBuffer(dev_, ds.grad_store);
-  temp_bf16_ = DeviceBuffer(dev_, ds.flush_temp_bf16);
-  temp_f32_ = DeviceBuffer(dev_, ds.flush_temp_f32);
-  copy_temp_ = DeviceBuffer(dev_, ds.copy_temp);
-  norm_scalar_ = DeviceBuffer(dev_, 256);
-  math_ = ModuleMath(dev_, cfg_, layout_, cfg_.seed);
-
+  if (data_->size() != comm_->size() || data_->rank() != comm_->rank()) {
+    throw UsageError(fmt::format("the host communicator is rank {} of {}, the device one rank {} of {}",
+                                 comm_->rank(), comm_->size(), data_->rank(), data_->size()));
+  }
+  sub_groups_ = split_sub_groups(cfg_, parts_.total, &pieces_);
+  make_pool();
+  allocate_host();
+  allocate_device();
   grads_of_module_.assign(static_cast<std::size_t>(modules()), {});
   flush_of_module_.assign(static_cast<std::size_t>(modules()), {});
   for (const DsVisit& v : plan_.visits) {
@@ -162,18 +62,84 @@ void DeepSpeedRunner::setup() {
 
   // The state a step starts from: offload_param - the bf16 host copy of the master, with the
   // persistent tensors on the device (the previous step's _post_step); copy_back - every
-  // parameter on the device.
+  // parameter on the device (N > 1: the rank's partitions there, the persistent tensors
+  // gathered, the rest gathered as the trace uses them).
   if (offload()) {
-    cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), P, *pool_);
-    gather_persistent();
+    cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), parts_.total, *pool_);
   } else {
-    for (const SubGroup& sg : sub_groups_) {
-      copy_back_range(dev_, master_.as<float>(), params_.as<bf16>(), copy_temp_.as<float>(),
-                      sg.begin, sg.end, cfg_.chunk_elems, sg.first_piece,
-                      {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
-    }
+    for (const SubGroup& sg : sub_groups_) copy_back_sub_group(sg);
   }
+  gather_persistent();
   dev_.synchronize();
+}
+
+// One rank: the arm's pool on its placement; N ranks of one host split its CPUs (a
+// collective: every rank gets here).
+void DeepSpeedRunner::make_pool() {
+  if (!sharded()) {
+    pool_ = make_arm_pool(cfg_, arm_, dev_, &placement_);
+    return;
+  }
+  const RankAdamPlacement adam = place_rank_adam_threads(cfg_, arm_, dev_.info(), *comm_);
+  placement_ = adam.placement;
+  pool_ = std::make_unique<ThreadPool>(adam.threads, placement_.cpus);
+}
+
+void DeepSpeedRunner::allocate_host() {
+  const std::int64_t P = parts_.total;
+  const HostMemoryMode pinned = pinned_mode_for(arm_);
+  const auto P2 = static_cast<std::size_t>(P) * 2, P4 = P2 * 2;
+  // DeepSpeed pins the fp32 master only where a copy reads it: under offload_param the host
+  // casts it into the pinned bf16 buffer, and it stays plain memory (the profile's 53 locked
+  // buffers hold no fp32 master).
+  master_ = HostBuffer(P4, offload() ? HostMemoryMode::pageable : pinned, &dev_, "fp32 master",
+                       pool_.get());
+  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients", pool_.get());
+  grads_bf16_ = HostBuffer(P2, pinned, &dev_, "bf16 gradient partition", pool_.get());
+  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
+  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
+  if (offload()) pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
+  if (sharded()) comm_->barrier();  // the ranks probe together: the bound sums their bandwidth
+  probe_gb_s_ = probe_arm_memory(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
+                                 exp_avg_sq_.as<float>(), P, *pool_);
+  if (!sharded()) {
+    initial_parameters(layout_, cfg_.seed, master_.as<float>());
+    return;
+  }
+  // Rank r keeps its partition of every tensor, the padding zero (Adam keeps it zero: the
+  // rank never offloads a gradient into it).
+  std::vector<float> full(static_cast<std::size_t>(layout_.total));
+  initial_parameters(layout_, cfg_.seed, full.data());
+  float* master = master_.as<float>();
+  std::fill(master, master + P, 0.0f);
+  for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
+    const DsTensor& t = plan_.tensors[id];
+    const std::int64_t from = t.offset + parts_.rank * parts_.part[id];
+    const std::int64_t n = parts_.real(t, static_cast<int>(id), parts_.rank);
+    std::copy(full.begin() + from, full.begin() + from + n, master + parts_.offset[id]);
+  }
+}
+
+void DeepSpeedRunner::allocate_device() {
+  const DeviceSizes ds = device_sizes(cfg_, layout_, ranks());
+  params_ = DeviceBuffer(dev_, ds.params);
+  grad_store_ = DeviceBuffer(dev_, ds.grad_store);
+  temp_bf16_ = DeviceBuffer(dev_, ds.flush_temp_bf16);
+  temp_f32_ = DeviceBuffer(dev_, ds.flush_temp_f32);
+  copy_temp_ = DeviceBuffer(dev_, ds.copy_temp);
+  norm_scalar_ = DeviceBuffer(dev_, 256);
+  if (sharded()) allocate_rank_buffers();
+  // Data parallel: rank r trains on the micro-batch of token seed seed + r.
+  math_ = ModuleMath(dev_, cfg_, layout_, cfg_.seed + static_cast<std::uint64_t>(comm_->rank()));
+}
+
+// Adam's result back to the device for one sub-group: the fp32 H2D copy and cast into the
+// bf16 parameters (N > 1: into the rank's partitions, which the next fetches all-gather).
+void DeepSpeedRunner::copy_back_sub_group(const SubGroup& sg) {
+  bf16* dst = sharded() ? part_dev_.as<bf16>() : params_.as<bf16>();
+  copy_back_range(dev_, master_.as<float>(), dst, copy_temp_.as<float>(), sg.begin, sg.end,
+                  cfg_.chunk_elems, sg.first_piece,
+                  {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
 }
 
 void DeepSpeedRunner::create_events() {
@@ -223,6 +189,10 @@ void DeepSpeedRunner::copy(TimedCopies& c, Queue q, const char* track, const std
 
 // One all-gather handle: a copy per tensor from the pinned bf16 buffer, on the fetch stream.
 void DeepSpeedRunner::fetch(const std::vector<int>& ids) {
+  if (sharded()) {
+    if (!ids.empty()) gather_handle(ids, Queue::h2d, "fetch:");
+    return;
+  }
   if (!offload()) return;  // copy_back: the partitions already live on the device
   for (int id : ids) {
     const DsTensor& t = tensor(id);
@@ -311,23 +281,37 @@ void DeepSpeedRunner::flush(const DsFlush& f) {
   }
   const std::size_t k = next_flush_ - 1;
   dev_.record(flush_start_[k], Queue::d2h);
-  for (int id : f.tensors) {
-    const DsTensor& t = tensor(id);
-    const auto n = static_cast<std::size_t>(t.count);
-    bf16* host_bf16 = grads_bf16_.as<bf16>() + t.offset;
-    copy(flush_copies_, Queue::d2h, "d2h", "grad_bf16:" + t.name, false, host_bf16,
-         grad_store_.as<bf16>() + t.offset, 2 * n);
-    copy(flush_copies_, Queue::d2h, "h2d", "grad_back:" + t.name, true, temp_bf16_.as<void>(),
-         host_bf16, 2 * n);
-    // The norm's fp32 view (_constant_buffered_norm2), then the fp32 source of the copy.
-    dev_.cast_bf16_to_f32(temp_bf16_.as<bf16>(), temp_f32_.as<float>(), t.count, Queue::d2h);
-    dev_.cast_bf16_to_f32(temp_bf16_.as<bf16>(), temp_f32_.as<float>(), t.count, Queue::d2h);
-    copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
-         grads_.as<float>() + t.offset, temp_f32_.as<float>(), 4 * n);
+  if (sharded()) {
+    flush_ranks(f);
+  } else {
+    for (int id : f.tensors) {
+      const DsTensor& t = tensor(id);
+      flush_tensor_copies(id, grad_store_.as<bf16>() + t.offset, nullptr);
+    }
   }
   dev_.record(flush_end_[k], Queue::d2h);
   reduce_events_.push_back(&flush_end_[k]);
   host_.flush += seconds_between(t0, Clock::now());
+}
+
+// partition_grads for one tensor's partition (the whole tensor for N = 1): D2H bf16 into the
+// pinned gradient partition, H2D back into a device temporary, the norm's fp32 view
+// (_constant_buffered_norm2), the fp32 cast and its D2H into the optimizer's gradient. For
+// N = 1 grad_f32 is null: the fp32 copy's source is that cast, as in DeepSpeed. For N > 1 it
+// is the reduce-scatter's fp32 rank-order sum (deepspeed_ranks.cpp says why).
+void DeepSpeedRunner::flush_tensor_copies(int id, const bf16* grad_bf16, const float* grad_f32) {
+  const DsTensor& t = tensor(id);
+  const std::int64_t count = sharded() ? parts_.real(t, id, parts_.rank) : t.count;
+  const auto n = static_cast<std::size_t>(count);
+  bf16* host_bf16 = grads_bf16_.as<bf16>() + parts_.offset[static_cast<std::size_t>(id)];
+  copy(flush_copies_, Queue::d2h, "d2h", "grad_bf16:" + t.name, false, host_bf16, grad_bf16, 2 * n);
+  copy(flush_copies_, Queue::d2h, "h2d", "grad_back:" + t.name, true, temp_bf16_.as<void>(),
+       host_bf16, 2 * n);
+  dev_.cast_bf16_to_f32(temp_bf16_.as<bf16>(), temp_f32_.as<float>(), count, Queue::d2h);
+  dev_.cast_bf16_to_f32(temp_bf16_.as<bf16>(), temp_f32_.as<float>(), count, Queue::d2h);
+  copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
+       grads_.as<float>() + parts_.offset[static_cast<std::size_t>(id)],
+       grad_f32 != nullptr ? grad_f32 : temp_f32_.as<float>(), 4 * n);
 }
 
 // The global norm as the profile shows it (complete_grad_norm_calculation_for_cpu_offload and
@@ -368,9 +352,7 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
     if (offload()) {
       cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, n, *pool_);
     } else {
-      copy_back_range(dev_, master_.as<float>(), params_.as<bf16>(), copy_temp_.as<float>(),
-                      sg.begin, sg.end, cfg_.chunk_elems, sg.first_piece,
-                      {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
+      copy_back_sub_group(sg);
     }
     const auto te = Clock::now();
     host_.scale += seconds_between(ts, ta);
@@ -386,8 +368,14 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
 // _post_step: the persistent tensors, released at the start of the step, are gathered again:
 // one copy each on the compute stream, then the host synchronises it.
 void DeepSpeedRunner::gather_persistent() {
-  if (!offload() || plan_.persistent.empty()) return;
+  if (plan_.persistent.empty() || (!offload() && !sharded())) return;
   const auto t0 = Clock::now();
+  if (sharded()) {  // one coalesced all-gather of them all on the current stream
+    gather_handle(plan_.persistent, Queue::compute, "gather:");
+    dev_.event_synchronize(*last_fetch_);
+    host_.gather += seconds_between(t0, Clock::now());
+    return;
+  }
   for (int id : plan_.persistent) {
     const DsTensor& t = tensor(id);
     copy(fetches_, Queue::compute, "h2d", "gather:" + t.name, true, params_.as<bf16>() + t.offset,
@@ -400,14 +388,16 @@ void DeepSpeedRunner::gather_persistent() {
 StepSample DeepSpeedRunner::run_step(int t) {
   StepSample s;
   host_ = {};
-  fetches_.used = flush_copies_.used = 0;
-  fetches_.names.clear();
-  fetches_.tracks.clear();
-  flush_copies_.names.clear();
-  flush_copies_.tracks.clear();
+  for (TimedCopies* c : {&fetches_, &flush_copies_, &gathers_, &scatters_}) {
+    c->used = 0;
+    c->names.clear();
+    c->tracks.clear();
+  }
+  gather_bytes_ = scatter_bytes_ = 0;
   last_fetch_ = nullptr;
   reduce_events_.clear();
   next_flush_ = 0;
+  if (sharded()) comm_->barrier();  // the ranks start together: the slowest sets the time
   const auto t0 = Clock::now();
   dev_.record(*origin_, Queue::compute);
   forward();
@@ -417,7 +407,7 @@ StepSample DeepSpeedRunner::run_step(int t) {
   gather_persistent();
   dev_.synchronize();
   s.wall_s = seconds_between(t0, Clock::now());
-  s.loss = loss_host_;
+  s.loss = group_loss(loss_host_);
   report(s);
   return s;
 }
@@ -425,7 +415,8 @@ StepSample DeepSpeedRunner::run_step(int t) {
 // Phases from the host clocks and the device events, once every event has completed.
 void DeepSpeedRunner::report(StepSample& s) {
   const std::int64_t M = modules();
-  const auto P = static_cast<std::uint64_t>(layout_.total);
+  const std::int64_t S = parts_.total;  // what this rank offloads, updates and sends back
+  const auto P = static_cast<std::uint64_t>(S);
   const auto rel = [&](DeviceEvent& e) { return dev_.elapsed_seconds(*origin_, e); };
   const auto dur = [&](DeviceEvent& a, DeviceEvent& b) { return dev_.elapsed_seconds(a, b); };
   const auto phase = [&](Phase p, double host_s, double device_s, std::uint64_t bytes,
@@ -459,16 +450,17 @@ void DeepSpeedRunner::report(StepSample& s) {
   for (std::size_t k = 0; k < plan_.flushes.size(); ++k) flush_device += dur(flush_start_[k], flush_end_[k]);
   copies(flush_copies_);
   // 6 B/param leave the device (bf16 + fp32) and 2 B/param come back (the bf16 round trip).
-  phase(Phase::grad_offload, host_.flush + host_.grad_wait, flush_device, 8 * P, layout_.total);
+  phase(Phase::grad_offload, host_.flush + host_.grad_wait, flush_device, 8 * P, S);
   phase(Phase::grad_norm, host_.norm, -1, 8 + 4 * (kNormReads - 1) + 4 * kNormWrites, 0);
-  phase(Phase::grad_scale, host_.scale, -1, 8 * P, layout_.total);
-  phase(Phase::adam, host_.adam, -1, 28 * P, layout_.total);
+  phase(Phase::grad_scale, host_.scale, -1, 8 * P, S);
+  phase(Phase::adam, host_.adam, -1, 28 * P, S);
+  if (sharded()) report_collectives(s);
   if (offload()) {
     const double fetch_device = copies(fetches_);
-    const std::int64_t fetched = plan_.fetched_elements();
+    const std::int64_t fetched = fetched_partition_elements();
     phase(Phase::param_fetch, host_.fetch_wait + host_.gather, fetch_device,
           2 * static_cast<std::uint64_t>(fetched), fetched);
-    phase(Phase::host_cast, host_.cast, -1, 6 * P, layout_.total);
+    phase(Phase::host_cast, host_.cast, -1, 6 * P, S);
   } else {
     double cb_device = 0;
     for (std::int64_t p = 0; p < pieces_; ++p) {
@@ -477,11 +469,9 @@ void DeepSpeedRunner::report(StepSample& s) {
       s.spans.push_back({"h2d", "copy_back[" + std::to_string(p) + "]", rel(cb_copy_start_[p]),
                          dur(cb_copy_start_[p], cb_copy_end_[p])});
     }
-    phase(Phase::copy_back, host_.copy_back, cb_device, 4 * P, layout_.total);
+    phase(Phase::copy_back, host_.copy_back, cb_device, 4 * P, S);
   }
 }
-
-}  // namespace
 
 ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
                             std::vector<float>* final_master, const DeepSpeedKnobs& knobs) {

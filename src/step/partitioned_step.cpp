@@ -14,10 +14,12 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "step/arm_result_fill.hpp"
 #include "step/arm_runner.hpp"
+#include "step/deepspeed_runner.hpp"
 #include "step/step_internal.hpp"
 #include "zob/clock.hpp"
 #include "zob/adam.hpp"
@@ -62,16 +64,15 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
   return run_partitioned_arm(config, arm, device, comm, comm, final_shard);
 }
 
-ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
-                              Collectives& comm, Collectives& data,
-                              std::vector<float>* final_shard) {
-  if (config.schedule == Schedule::deepspeed && comm.size() > 1) {
-    throw UsageError("--schedule deepspeed runs one rank only for now; use --schedule stock or "
-                     "overlap with --gpus > 1");
-  }
+namespace {
+
+// One rank's arm with any runner of the step (ArmRunner for stock / overlap, DeepSpeedRunner
+// for deepspeed): setup, the timed steps, the bound, the checksum; a failure aborts the peers.
+template <class Runner>
+ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device& device,
+                       Collectives& comm, Collectives& data, std::vector<float>* final_shard) {
   const auto t_setup = Clock::now();
   const HostMemoryCounters before = host_memory_counters();
-  step_detail::ArmRunner runner(config, arm, device, {&comm, &data});
   try {
     runner.setup();
   } catch (const CollectiveError& e) {
@@ -110,11 +111,35 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
       });
   // This rank's own bound (its shard's Adam, its link); the launcher combines the ranks'.
   r.bound = step_detail::step_bound(r, links, runner.probe_gb_per_s(), runner.total());
-  step_detail::finish_arm_result(r, device, runner.master(), runner.total());
-  if (final_shard != nullptr) {
-    final_shard->assign(runner.master(), runner.master() + runner.total());
+  // The checksum is over the rank's ShardLayout shard in every schedule, so the schedules'
+  // results compare; the deepspeed runner's partitions are per tensor and are rearranged.
+  std::vector<float> shard;
+  const float* master = runner.master();
+  std::int64_t elems = runner.total();
+  if constexpr (std::is_same_v<Runner, step_detail::DeepSpeedRunner>) {
+    shard = runner.module_shard_of_master();
+    master = shard.data();
+    elems = static_cast<std::int64_t>(shard.size());
   }
+  step_detail::finish_arm_result(r, device, master, elems);
+  if (final_shard != nullptr) final_shard->assign(master, master + elems);
   return r;
+}
+
+}  // namespace
+
+ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
+                              Collectives& comm, Collectives& data,
+                              std::vector<float>* final_shard,
+                              const step_detail::DeepSpeedKnobs* knobs) {
+  if (config.schedule == Schedule::deepspeed) {
+    step_detail::DeepSpeedRunner runner(config, arm, device,
+                                        knobs != nullptr ? *knobs : step_detail::DeepSpeedKnobs{},
+                                        {&comm, &data});
+    return run_rank_arm(runner, config, arm, device, comm, data, final_shard);
+  }
+  step_detail::ArmRunner runner(config, arm, device, {&comm, &data});
+  return run_rank_arm(runner, config, arm, device, comm, data, final_shard);
 }
 
 }  // namespace zob

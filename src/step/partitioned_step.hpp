@@ -11,6 +11,10 @@
 
 namespace zob {
 
+namespace step_detail {
+struct DeepSpeedKnobs;
+}
+
 // Every module's flat array is split into `ranks` contiguous equal shards of
 // shard[m] = ceil(count / ranks) elements (the last padded with zeros). A rank's host state is
 // its shards of all modules back to back: module m's shard at offset[m], total elements.
@@ -22,9 +26,9 @@ struct ShardLayout {
   static ShardLayout build(const ModelLayout& layout, int ranks);
 };
 
-// One arm as rank comm.rank() of comm.size(), both loops, the stock and overlap schedules
-// (deepspeed: UsageError with several ranks): the one-GPU step's plan (arm_runner.hpp) with
-// the collectives enqueued in it. Rank r trains on its own micro-batch (token ids from
+// One arm as rank comm.rank() of comm.size(), both loops, every schedule: the one-GPU step's
+// plan (arm_runner.hpp; deepspeed_runner.hpp for --schedule deepspeed, with DeepSpeed's
+// per-tensor partitions and coalesced collectives) with the collectives enqueued in it. Rank r trains on its own micro-batch (token ids from
 // seed + r); per module the bf16 parameters are all-gathered before forward and again before
 // backward, the gradients reduce-scattered (fp32 sum in rank order) after the module's
 // backward; the rank offloads, updates (CPU Adam) and copies back (or casts) only its shard. Each sample's loss is the sum over ranks; param_checksum is the checksum of
@@ -35,8 +39,11 @@ struct ShardLayout {
 // whose memory is host memory (the CPU device): one communicator does both.
 ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
                               Collectives& comm, std::vector<float>* final_shard = nullptr);
+// `knobs` (--schedule deepspeed only): DeepSpeed's ZeRO-3 settings, its defaults if null (the
+// tests shrink them to reach every rule on a tiny model).
 ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device,
                               Collectives& comm, Collectives& data,
-                              std::vector<float>* final_shard = nullptr);
+                              std::vector<float>* final_shard = nullptr,
+                              const step_detail::DeepSpeedKnobs* knobs = nullptr);
 
 }  // namespace zob

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "step/decoder_math.hpp"
+#include "step/deepspeed_runner.hpp"
 #include "step/partitioned_step.hpp"
 #include "step/step_internal.hpp"
 #include "zob/model.hpp"
@@ -76,6 +77,12 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
     s.grad_store = 2 * P;
     s.flush_temp_bf16 = 2 * largest_tensor;
     s.flush_temp_f32 = 4 * largest_tensor;
+    if (ranks > 1) {  // DeepSpeed's per-tensor partitions, not the ShardLayout
+      const DeepSpeedPlan plan = build_deepspeed_plan(layout, c.loop);
+      const DsPartitions parts = DsPartitions::build(plan, ranks, 0);
+      s.deepspeed_ranks = ds_rank_buffers(plan, parts).total();
+      if (c.loop == Loop::copy_back) s.copy_temp = 4 * std::min(u(c.chunk_elems), u(parts.total));
+    }
   }
   return s;
 }

@@ -37,11 +37,14 @@ struct DeviceSizes {
   // --model: the decoder's saved activations and scratch (decoder_math.hpp); pre, act and
   // grad_ffn are the synthetic model's and 0 then.
   std::uint64_t decoder = 0;
+  // --schedule deepspeed with N > 1 ranks: DsRankBuffers (deepspeed_runner.hpp).
+  std::uint64_t deepspeed_ranks = 0;
 
   std::uint64_t total() const {
     return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp +
            copy_temp_second + hidden + pre + act + logits + 2 * grad_hidden + 2 * grad_ffn +
-           tokens + loss + grad_store + flush_temp_bf16 + flush_temp_f32 + shard_stage + decoder;
+           tokens + loss + grad_store + flush_temp_bf16 + flush_temp_f32 + shard_stage + decoder +
+           deepspeed_ranks;
   }
 };
 

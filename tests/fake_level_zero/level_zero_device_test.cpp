@@ -112,6 +112,16 @@ TEST(LevelZeroDevice, CopiesAreOrderedAcrossQueuesByEvents) {
   dev.record(*uploaded, Queue::compute);
   dev.event_synchronize(*uploaded);
   EXPECT_TRUE(again == src) << "bytes differ after the re-record";
+  // Device to device, behind an event on another queue.
+  void* d2 = dev.allocate(n);
+  std::vector<unsigned char> moved(n, 1);
+  dev.copy_on_device(Queue::h2d, static_cast<unsigned char*>(d2) + 7, d, n - 7);
+  dev.record(*uploaded, Queue::h2d);
+  dev.queue_wait(Queue::d2h, *uploaded);
+  dev.copy_to_host(Queue::d2h, moved.data() + 7, static_cast<unsigned char*>(d2) + 7, n - 7);
+  dev.synchronize();
+  EXPECT_TRUE(std::equal(src.begin(), src.end() - 7, moved.begin() + 7)) << "device copy differs";
+  dev.deallocate(d2);
   dev.deallocate(d);
 }
 

@@ -188,6 +188,12 @@ TEST(CudaDevice, CopiesAndFillsWorkOnEveryQueue) {
     dev.copy_to_host(q, back.data(), d.get(), bytes);  // same queue: ordered after the upload
     dev.synchronize();
     EXPECT_EQ(back, src);
+    DeviceBuffer<unsigned char> d2(dev, bytes);  // device to device
+    dev.copy_on_device(q, d2.get(), d.get(), bytes);
+    std::vector<unsigned char> moved(bytes, 0x22);
+    dev.copy_to_host(q, moved.data(), d2.get(), bytes);
+    dev.synchronize();
+    EXPECT_EQ(moved, src);
     dev.fill_zero(q, d.get() + 5, bytes - 10);
     dev.copy_to_host(q, back.data(), d.get(), bytes);
     dev.synchronize();

@@ -93,6 +93,12 @@ TEST(CpuDevice, CopiesRoundTripSmallAndLarge) {
     dev.copy_to_device(zob::Queue::h2d, device, src.data(), bytes);
     dev.copy_to_host(zob::Queue::d2h, back.data(), device, bytes);
     EXPECT_EQ(std::memcmp(src.data(), back.data(), bytes), 0) << bytes << " bytes";
+    void* other = dev.allocate(bytes);  // device to device
+    dev.copy_on_device(zob::Queue::compute, other, device, bytes);
+    std::fill(back.begin(), back.end(), 0);
+    dev.copy_to_host(zob::Queue::d2h, back.data(), other, bytes);
+    EXPECT_EQ(std::memcmp(src.data(), back.data(), bytes), 0) << bytes << " bytes, on device";
+    dev.deallocate(other);
     dev.fill_zero(zob::Queue::compute, device, bytes);
     dev.copy_to_host(zob::Queue::d2h, back.data(), device, bytes);
     EXPECT_EQ(std::count(back.begin(), back.end(), 0), static_cast<std::ptrdiff_t>(bytes));

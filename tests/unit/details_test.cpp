@@ -254,12 +254,12 @@ TEST(Report, RankSectionNamesTheSlowestRankPerPhase) {
   const std::string text = zob::render_rank_section(run);
   const zob::RankResult adam = slowest("adam", false);
   const zob::RankResult gather = slowest("all_gather", true);
-  EXPECT_NE(text.find(fmt::format("{:<14}{:<14}{:>13}{:>12}{:>12}", "adam", "registered", adam.rank,
+  EXPECT_NE(text.find(fmt::format("{:<15}{:<14}{:>13}{:>12}{:>12}", "adam", "registered", adam.rank,
                                   "-", fmt::format("{:.3f}", adam.phases.at("adam").host_s * 1e3))),
             std::string::npos)
       << text;
   EXPECT_NE(
-      text.find(fmt::format("{:<14}{:<14}{:>13}{:>12}", "all_gather", "registered", gather.rank,
+      text.find(fmt::format("{:<15}{:<14}{:>13}{:>12}", "all_gather", "registered", gather.rank,
                             fmt::format("{:.3f}", gather.phases.at("all_gather").device_s * 1e3))),
       std::string::npos)
       << text;

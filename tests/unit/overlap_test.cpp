@@ -198,7 +198,7 @@ TEST(Overlap, BoundIsBuiltFromPartsThatCannotOverlap) {
         EXPECT_LE(b.h2d_s, max_h2d * eps);
       }
       EXPECT_DOUBLE_EQ(b.pcie_s, std::max(b.d2h_s, b.h2d_s));
-      EXPECT_GT(b.probe_gb_per_s, 0.1);
+      EXPECT_GT(b.probe_gb_per_s, 0);  // measured (its size is the machine's: no timed limit here)
       const double P = static_cast<double>(ModelLayout::build(c.model).total);
       EXPECT_NEAR(b.adam_s * b.probe_gb_per_s * 1e9, 28 * P, 1e-6 * 28 * P);
       EXPECT_DOUBLE_EQ(b.adam_measured_s, median(adam));

@@ -15,6 +15,7 @@
 #include "backends/cpu/cpu_device.hpp"
 #include "small_model_config.hpp"
 #include "collectives/shm_collectives.hpp"
+#include "step/deepspeed_plan.hpp"
 #include "step/partitioned_step.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
@@ -60,6 +61,27 @@ const Plan kPlans[] = {{Schedule::stock, Loop::copy_back},
                        {Schedule::overlap, Loop::copy_back},
                        {Schedule::stock, Loop::offload_param},
                        {Schedule::overlap, Loop::offload_param}};
+// Every schedule: the deepspeed one too (its host waits are DeepSpeed's, not PlanWaits').
+const Plan kAllPlans[] = {{Schedule::stock, Loop::copy_back},
+                          {Schedule::overlap, Loop::copy_back},
+                          {Schedule::stock, Loop::offload_param},
+                          {Schedule::overlap, Loop::offload_param},
+                          {Schedule::deepspeed, Loop::copy_back},
+                          {Schedule::deepspeed, Loop::offload_param}};
+
+// DeepSpeed's settings shrunk to the tiny model (P = 2632, tensors of 8..512 elements), so a
+// deepspeed rank fetches, releases, prefetches and flushes several buckets, as in
+// deepspeed_step_test.cpp.
+step_detail::DeepSpeedKnobs tiny_knobs() {
+  step_detail::DeepSpeedKnobs k;
+  k.persistence_threshold = 8;
+  k.prefetch_bucket = 600;
+  k.max_live = 2000;
+  k.max_reuse_distance = 1200;
+  k.reduce_bucket = 700;
+  k.max_reduce_events = 1;
+  return k;
+}
 
 class OneRank : public ::testing::TestWithParam<Plan> {};
 
@@ -80,7 +102,7 @@ TEST_P(OneRank, IsBitwiseRunArm) {
   }
   EXPECT_EQ(d2.memory_in_use(), 0u);
 }
-INSTANTIATE_TEST_SUITE_P(Plans, OneRank, ::testing::ValuesIn(kPlans), plan_name);
+INSTANTIATE_TEST_SUITE_P(Plans, OneRank, ::testing::ValuesIn(kAllPlans), plan_name);
 
 // ---- the single-process reference: the model on one CpuDevice, written out here ----
 
@@ -178,7 +200,8 @@ struct Ref {
 // *waits (if given) receives each rank's host waits for its device, setup included.
 std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* losses,
                              std::vector<std::string>* errors,
-                             std::vector<std::int64_t>* waits = nullptr) {
+                             std::vector<std::int64_t>* waits = nullptr,
+                             const step_detail::DeepSpeedKnobs* knobs = nullptr) {
   const ModelLayout L = ModelLayout::build(c.model);
   const ShardLayout S = ShardLayout::build(L, ranks);
   const std::size_t steps = static_cast<std::size_t>(c.warmup + c.steps);
@@ -198,7 +221,7 @@ std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* 
         CountingCpuDevice dev(1);
         ShmCollectives comm(region, r, 30);
         std::vector<float> shard;
-        const ArmResult a = run_partitioned_arm(c, Arm::unregistered, dev, comm, &shard);
+        const ArmResult a = run_partitioned_arm(c, Arm::unregistered, dev, comm, comm, &shard, knobs);
         float* mine = f + per_rank * static_cast<std::size_t>(r);
         std::memcpy(mine, shard.data(), shard.size() * 4);
         for (std::size_t s = 0; s < steps; ++s) mine[S.total + static_cast<std::int64_t>(s)] = a.samples[s].loss;
@@ -242,16 +265,21 @@ std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* 
   return full;
 }
 
-class PartitionedRanks : public ::testing::TestWithParam<std::tuple<int, Plan>> {};
+class PartitionedRanks : public ::testing::TestWithParam<std::tuple<int, Plan, bool>> {};
 
+// The third parameter: the deepspeed schedule with DeepSpeed's settings shrunk (fetches,
+// releases and several buckets) instead of its defaults (every tensor of the tiny model
+// persistent, one bucket).
 TEST_P(PartitionedRanks, EqualsSingleProcessSumOfMicroBatchGradients) {
   const int ranks = std::get<0>(GetParam());
   const Plan plan = std::get<1>(GetParam());
+  const step_detail::DeepSpeedKnobs knobs = tiny_knobs();
+  const bool shrunk = std::get<2>(GetParam());
   ::setenv("ZOB_ADAM_ISA", "scalar", 1);  // the same Adam path in the ranks and the reference
   const RunConfig c = tiny(plan.schedule, plan.loop);
   std::vector<float> got_losses, want_losses;
   std::vector<std::string> errors;
-  const auto got = run_ranks(c, ranks, &got_losses, &errors);
+  const auto got = run_ranks(c, ranks, &got_losses, &errors, nullptr, shrunk ? &knobs : nullptr);
   ASSERT_TRUE(errors.empty()) << errors[0];
   Ref ref(c);
   const auto want = ref.train(ranks, &want_losses);
@@ -267,12 +295,21 @@ TEST_P(PartitionedRanks, EqualsSingleProcessSumOfMicroBatchGradients) {
   EXPECT_NE(std::memcmp(one.data(), want.data(), one.size() * 4), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Ranks, PartitionedRanks, ::testing::Combine(::testing::Values(2, 3), ::testing::ValuesIn(kPlans)),
-    [](const ::testing::TestParamInfo<std::tuple<int, Plan>>& info) {
-      return std::to_string(std::get<0>(info.param)) + "ranks_" +
-             plan_name({std::get<1>(info.param), info.index});
-    });
+std::string ranks_name(const ::testing::TestParamInfo<std::tuple<int, Plan, bool>>& info) {
+  return std::to_string(std::get<0>(info.param)) + "ranks_" +
+         plan_name({std::get<1>(info.param), info.index}) +
+         (std::get<2>(info.param) ? "_shrunk_knobs" : "");
+}
+INSTANTIATE_TEST_SUITE_P(Ranks, PartitionedRanks,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::ValuesIn(kAllPlans),
+                                            ::testing::Values(false)),
+                         ranks_name);
+INSTANTIATE_TEST_SUITE_P(DeepSpeed, PartitionedRanks,
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Values(Plan{Schedule::deepspeed, Loop::copy_back},
+                                                              Plan{Schedule::deepspeed, Loop::offload_param}),
+                                            ::testing::Values(true)),
+                         ranks_name);
 
 // The host waits one step issues, from two runs that differ by two steps only (setup cancels).
 std::int64_t waits_per_step(RunConfig c, int ranks) {
@@ -325,24 +362,7 @@ TEST(PartitionedStep, ShardLayoutPadsEveryModule) {
   EXPECT_EQ(S.total, total);
 }
 
-// A communicator of two ranks that is never reached: the refusal comes first.
-class TwoRanksUnreached final : public Collectives {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  void all_gather(const void*, void*, std::size_t) override { ADD_FAILURE(); }
-  void reduce_scatter(const void*, ElemType, float*, std::size_t) override { ADD_FAILURE(); }
-  void broadcast(void*, std::size_t, int) override { ADD_FAILURE(); }
-  void barrier() override { ADD_FAILURE(); }
-  void abort(const std::string&) noexcept override {}
-};
 
-TEST(PartitionedStep, RefusesTheDeepSpeedScheduleWithSeveralRanks) {
-  const RunConfig c = tiny(Schedule::deepspeed);
-  CpuDevice dev(1);
-  TwoRanksUnreached two;
-  EXPECT_THROW(run_partitioned_arm(c, Arm::pageable, dev, two), UsageError);
-}
 
 }  // namespace
 }  // namespace zob

@@ -47,14 +47,13 @@ TEST(SchedCli, CompatFlag) {
 }
 
 TEST(SchedCli, ScheduleFlag) {
-  // The default predicts DeepSpeed: its schedule; several ranks run stock (the deepspeed
-  // schedule is single-rank) unless --schedule says otherwise, and then they are refused.
+  // The default predicts DeepSpeed: its schedule, for any number of ranks.
   EXPECT_EQ(parse({}).run.schedule, Schedule::deepspeed);
-  EXPECT_EQ(parse({"--gpus", "2", "--device", "cpu"}).run.schedule, Schedule::stock);
-  EXPECT_EQ(parse({"--launcher", "mpi"}).run.schedule, Schedule::stock);
+  EXPECT_EQ(parse({"--gpus", "2", "--device", "cpu"}).run.schedule, Schedule::deepspeed);
+  EXPECT_EQ(parse({"--launcher", "mpi"}).run.schedule, Schedule::deepspeed);
   EXPECT_EQ(parse({"--schedule", "deepspeed"}).run.schedule, Schedule::deepspeed);
-  EXPECT_NE(refusal({"--gpus", "2", "--device", "cpu", "--schedule", "deepspeed"}).find("--schedule stock"),
-            std::string::npos);
+  EXPECT_EQ(parse({"--gpus", "2", "--device", "cpu", "--schedule", "stock"}).run.schedule,
+            Schedule::stock);
   EXPECT_EQ(parse({"--schedule", "overlap"}).run.schedule, Schedule::overlap);
   EXPECT_EQ(parse({"--schedule", "stock"}).run.schedule, Schedule::stock);
   EXPECT_NE(refusal({"--schedule", "fast"}).find("--schedule"), std::string::npos);

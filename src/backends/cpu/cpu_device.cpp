@@ -191,6 +191,10 @@ void CpuDevice::copy_to_host(Queue, void* host, const void* device, std::size_t 
   copy(host, device, bytes);
 }
 
+void CpuDevice::copy_on_device(Queue, void* dst, const void* src, std::size_t bytes) {
+  copy(dst, src, bytes);
+}
+
 void CpuDevice::fill_zero(Queue, void* device, std::size_t bytes) {
   if (bytes > 0) std::memset(device, 0, bytes);
 }

@@ -312,6 +312,13 @@ void CudaDevice::copy_to_host(Queue q, void* host, const void* device, std::size
         "cudaMemcpyAsync", std::string("device->host, ") + mib(bytes) + ", queue " + to_string(q));
 }
 
+void CudaDevice::copy_on_device(Queue q, void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  bind();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(q)),
+        "cudaMemcpyAsync", std::string("device->device, ") + mib(bytes) + ", queue " + to_string(q));
+}
+
 void CudaDevice::fill_zero(Queue q, void* device, std::size_t bytes) {
   if (bytes == 0) return;
   bind();

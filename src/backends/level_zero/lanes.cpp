@@ -145,6 +145,13 @@ void LevelZeroDevice::copy_to_host(Queue q, void* host, const void* device, std:
              std::string("device->host ") + std::to_string(bytes) + " bytes on " + to_string(q));
 }
 
+void LevelZeroDevice::copy_on_device(Queue q, void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard lock(mutex_);
+  ZE_CHECK_D(zeCommandListAppendMemoryCopy(enter(q, false), dst, src, bytes, nullptr, 0, nullptr),
+             std::string("device->device ") + std::to_string(bytes) + " bytes on " + to_string(q));
+}
+
 void LevelZeroDevice::fill_zero(Queue q, void* device, std::size_t bytes) {
   if (bytes == 0) return;
   const std::uint8_t zero = 0;

@@ -58,6 +58,7 @@ class LevelZeroDevice final : public Device {
   void copy_to_device(Queue q, void* device, const void* host, std::size_t bytes) override;
   void copy_to_host(Queue q, void* host, const void* device, std::size_t bytes) override;
   void fill_zero(Queue q, void* device, std::size_t bytes) override;
+  void copy_on_device(Queue q, void* dst, const void* src, std::size_t bytes) override;
 
   std::unique_ptr<DeviceEvent> create_event() override;
   void record(DeviceEvent& event, Queue q) override;

@@ -1,0 +1,174 @@
+// Internal to src/step: the executor of --schedule deepspeed (deepspeed_plan.hpp says what
+// it reproduces of DeepSpeed 0.19.8). One rank of N: N = 1 is the one-GPU schedule
+// (deepspeed_step.cpp); with N > 1 the rank holds DeepSpeed's per-tensor partitions
+// (DsPartitions) and its fetches and bucket flushes gain the coalesced all-gather and
+// reduce-scatter DeepSpeed issues around them (deepspeed_ranks.cpp).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "step/arm_runner.hpp"
+#include "step/arm_runner_common.hpp"
+#include "step/deepspeed_plan.hpp"
+#include "step/device_buffer.hpp"
+#include "step/module_math.hpp"
+#include "step/step_internal.hpp"
+#include "zob/clock.hpp"
+#include "zob/collectives.hpp"
+#include "zob/host_memory.hpp"
+#include "zob/model.hpp"
+#include "zob/thread_pool.hpp"
+
+namespace zob::step_detail {
+
+// DeepSpeed's partitioning over N ranks (partition_parameters.py): every tensor on its own,
+// rank r holding elements [r * part, (r + 1) * part) of it, part = ceil(count / N) (the
+// ds_tensor's ds_numel; the last ranks' tails are padding). A rank's host arrays are its
+// partitions back to back in tensor order; for N = 1 that is the flat array itself.
+struct DsPartitions {
+  int ranks = 1, rank = 0;
+  std::vector<std::int64_t> part;    // per tensor id
+  std::vector<std::int64_t> offset;  // per tensor id: in this rank's arrays
+  std::int64_t total = 0;            // this rank's elements, padding included
+  static DsPartitions build(const DeepSpeedPlan& plan, int ranks, int rank);
+  // The elements of tensor t's partition on rank r that are not padding.
+  std::int64_t real(const DsTensor& t, int id, int r) const;
+  std::int64_t handle_elems(const std::vector<int>& ids) const;  // sum of part over ids
+};
+
+// The device buffers N > 1 adds to the one-rank schedule's, in bytes.
+struct DsRankBuffers {
+  std::uint64_t partitions = 0;   // copy_back: the rank's bf16 partitions
+  std::uint64_t gather_flat = 0;  // the largest fetch handle's flat buffer, N slots
+  std::uint64_t bucket_in = 0;    // the largest bucket interleaved, N slots (bf16)
+  std::uint64_t bucket_out = 0;   // this rank's fp32 sum of it
+  std::size_t handles = 0;        // fetch handles per step (events)
+  std::uint64_t total() const { return partitions + gather_flat + bucket_in + bucket_out; }
+};
+DsRankBuffers ds_rank_buffers(const DeepSpeedPlan& plan, const DsPartitions& parts);
+
+// A device copy bracketed by two events, for its device time and its trace span.
+struct TimedCopies {
+  Events start, end;
+  std::vector<std::string> names;
+  std::vector<const char*> tracks;
+  std::size_t used = 0;
+};
+
+// Host seconds per phase within one step.
+struct HostTimes {
+  double forward = 0, backward = 0, fetch_wait = 0, flush = 0, grad_wait = 0, norm = 0;
+  double scale = 0, adam = 0, cast = 0, copy_back = 0, gather = 0;
+};
+
+class DeepSpeedRunner {
+ public:
+  DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev, const DeepSpeedKnobs& knobs,
+                  RankComms comms = {});
+
+  void setup();
+  StepSample run_step(int t);
+  const float* master() const { return master_.as<float>(); }
+  std::int64_t total() const { return parts_.total; }  // this rank's elements
+  // The final master as the stock schedule's ranks hold it (their ShardLayout shard), so
+  // param_checksum compares across schedules: for N = 1 the master itself; for N > 1 every
+  // rank's partitions are exchanged over the host communicator (a collective, after the steps).
+  std::vector<float> module_shard_of_master();
+  int threads() const { return pool_->size(); }
+  double register_seconds() const {
+    return master_.register_seconds() + grads_.register_seconds() + grads_bf16_.register_seconds() +
+           pbf16_.register_seconds();
+  }
+  // The buffer whose registration stands for the arm's: the fp32 gradients, pinned in every
+  // loop (the master is plain memory under offload_param).
+  const HostBuffer& master_buffer() const { return grads_; }
+  const ThreadPlacement& placement() const { return placement_; }
+  StepLinkTimes link_times() const { return link_; }
+  double probe_gb_per_s() const { return probe_gb_s_; }
+
+ private:
+  bool offload() const { return plan_.offload_param; }
+  int ranks() const { return comm_->size(); }
+  bool sharded() const { return ranks() > 1; }
+  std::int64_t modules() const { return static_cast<std::int64_t>(layout_.modules.size()); }
+  const DsTensor& tensor(int id) const { return plan_.tensors[static_cast<std::size_t>(id)]; }
+
+  void make_pool();
+  void allocate_host();
+  void allocate_device();
+  void create_events();
+  void copy(TimedCopies& c, Queue q, const char* track, const std::string& name, bool to_device,
+            void* dst, const void* src, std::size_t bytes);
+  void fetch(const std::vector<int>& ids);
+  std::size_t run_visits(std::size_t v, bool forward);
+  void forward();
+  void backward();
+  void gradient_hooks(std::int64_t module);
+  // Every parameter is resident at its own offset: a shared tensor (tied table) is there too.
+  const bf16* shared_weights(const ModuleSlice& m) const {
+    return m.shared.empty() ? nullptr : params_.as<bf16>() + m.shared.front().offset;
+  }
+  void flush(const DsFlush& f);
+  void read_norm();
+  void optimizer(int t, StepSample& s, Clock::time_point t0);
+  void gather_persistent();
+  float group_loss(float local_loss);
+  void report(StepSample& s);
+  void report_collectives(StepSample& s);
+  void copy_back_sub_group(const SubGroup& sg);
+  // The elements a step copies host -> device under offload_param (N > 1: partitions).
+  std::int64_t fetched_partition_elements() const;
+
+  // N > 1 (deepspeed_ranks.cpp): all_gather_coalesced and its handle's wait for the tensors
+  // `ids` on queue q; the bucket flush's reduce_scatter_coalesced and partition_grads.
+  void allocate_rank_buffers();
+  void gather_handle(const std::vector<int>& ids, Queue q, const char* what);
+  void flush_ranks(const DsFlush& f);
+  void flush_tensor_copies(int id, const bf16* grad_bf16, const float* grad_f32);
+
+  const RunConfig& cfg_;
+  Arm arm_;
+  Device& dev_;
+  SingleRankCollectives single_;
+  Collectives* comm_;  // host memory: the step barrier, the loss, the final checksum view
+  Collectives* data_;  // device memory: the all-gathers and reduce-scatters
+  ModelLayout layout_;
+  DeepSpeedPlan plan_;
+  DeepSpeedKnobs knobs_;
+  DsPartitions parts_;
+  std::vector<SubGroup> sub_groups_;
+  std::int64_t pieces_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+  ThreadPlacement placement_;
+  std::vector<std::vector<int>> grads_of_module_;  // backward hook order, per module
+  std::vector<std::vector<bool>> flush_of_module_;
+
+  HostBuffer master_, grads_, grads_bf16_, exp_avg_, exp_avg_sq_, pbf16_;
+  DeviceBuffer params_, grad_store_, temp_bf16_, temp_f32_, copy_temp_, norm_scalar_;
+  ModuleMath math_;
+
+  std::unique_ptr<DeviceEvent> origin_, norm_read_;
+  Events task_start_, task_end_, grad_ready_, hook_done_, flush_start_, flush_end_;
+  Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;
+  TimedCopies fetches_, flush_copies_;
+  // N > 1: the rank's bf16 partitions on the device (copy_back loop), the flat buffer of one
+  // all-gather, a bucket's interleaved gradients and this rank's fp32 sum of them.
+  DeviceBuffer part_dev_, gather_flat_, bucket_in_, bucket_out_;
+  TimedCopies gathers_, scatters_;  // the collectives, for their device time
+  Events handle_done_;              // a gather handle's tensors unflattened into place
+  std::uint64_t gather_bytes_ = 0, scatter_bytes_ = 0;  // this step's, from the peers / to them
+  DeviceEvent* last_fetch_ = nullptr;       // the all-gather stream's last copy this step
+  std::deque<DeviceEvent*> reduce_events_;  // flushes in flight
+  std::size_t next_flush_ = 0;
+  HostTimes host_;
+  float loss_host_ = 0, norm_host_ = 0;
+  StepLinkTimes link_;
+  double probe_gb_s_ = 0;
+  DrainQueuesOnExit drain_{dev_};  // last: destroyed first
+};
+
+}  // namespace zob::step_detail
