@@ -64,11 +64,6 @@ void check_ranges(const RunConfig& c) {
 
 // What several ranks do not implement yet, the CPU list, the arms.
 void check_combinations(const RunConfig& c) {
-  if (c.gpus != 1 && c.model.decoder() && c.model.arch.tie_embeddings) {
-    throw UsageError("--model " + c.model.name +
-                     " ties lm_head to the embedding, which several ranks do not gather "
-                     "yet; use --gpus 1 or a model with tie_word_embeddings false");
-  }
   if (c.gpus == 1) {
     validate_cpu_affinity(c.cpu_affinity, c.threads, allowed_cpu_list());
   } else {  // each rank takes its part of the list (choose_rank_placement)

@@ -98,6 +98,7 @@ class ArmRunner {
   void report_fetches(StepSample& s);
   void report_copy_back(StepSample& s, const StepTimes& times);
   void issue_fetch(std::int64_t module, StepSample& s);
+  void gather_module(std::int64_t module, const bf16* shard, bf16* dst);
   void offload_grads(std::int64_t j, bf16* g, float* g32);
   void copy_back(const SubGroup& sg);
 

@@ -5,6 +5,7 @@
 #include "step/decoder_math.hpp"
 #include "step/deepspeed_runner.hpp"
 #include "step/partitioned_step.hpp"
+#include "zob/errors.hpp"
 #include "step/step_internal.hpp"
 #include "zob/model.hpp"
 #include "zob/stats.hpp"
@@ -26,6 +27,26 @@ std::int64_t largest_fetch(const ModelLayout& layout) {
   return m;
 }
 
+std::int64_t shared_owner_module(const ModelLayout& layout, const TensorSlice& t) {
+  for (std::size_t m = 0; m < layout.modules.size(); ++m) {
+    const ModuleSlice& mod = layout.modules[m];
+    if (mod.offset == t.offset && mod.count == t.count()) return static_cast<std::int64_t>(m);
+  }
+  throw UsageError("the shared tensor " + t.name +
+                   " is not a whole module, which several ranks cannot gather; use --gpus 1");
+}
+
+RankFetch rank_fetch(const ModelLayout& layout, const ShardLayout& shards, std::int64_t j) {
+  const auto at = [](std::int64_t m) { return static_cast<std::size_t>(m); };
+  RankFetch f{shards.shard[at(j)], shards.shard[at(j)] * shards.ranks};
+  for (const TensorSlice& t : layout.modules[at(j)].shared) {
+    const std::int64_t owner = shared_owner_module(layout, t);
+    f.shard += shards.shard[at(owner)];
+    f.gathered += shards.shard[at(owner)] * shards.ranks;
+  }
+  return f;
+}
+
 std::int64_t fetched_elements(const ModelLayout& layout) {
   std::int64_t n = 0;
   for (const auto& mod : layout.modules) n += 2 * mod.fetch_count();
@@ -41,15 +62,23 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
   std::uint64_t biggest_shard = 0;
   for (std::int64_t v : shards.shard) biggest_shard = std::max(biggest_shard, u(v));
   const std::uint64_t biggest = biggest_shard * u(ranks);  // a module gathered, padded
+  // A fetch with several ranks: the module's shard and its shared tensors' (a tied head's
+  // table), staged and gathered back to back.
+  std::uint64_t fetch_shard = 0, fetch_gathered = 0;
+  for (std::size_t j = 0; ranks > 1 && j < layout.modules.size(); ++j) {
+    const RankFetch f = rank_fetch(layout, shards, static_cast<std::int64_t>(j));
+    fetch_shard = std::max(fetch_shard, u(f.shard));
+    fetch_gathered = std::max(fetch_gathered, u(f.gathered));
+  }
   DeviceSizes s;
   if (c.loop == Loop::copy_back) {
     s.params = 2 * S;
     s.copy_temp = 4 * std::min(u(c.chunk_elems), S);
     if (c.schedule == Schedule::overlap) s.copy_temp_second = s.copy_temp;  // double-buffered
-    if (ranks > 1) s.param_slot = 2 * biggest;                              // the all-gathers' ring
+    if (ranks > 1) s.param_slot = 2 * fetch_gathered;                       // the all-gathers' ring
   } else {
-    s.param_slot = 2 * std::max(biggest, u(largest_fetch(layout)));
-    if (ranks > 1) s.shard_stage = 2 * biggest_shard;
+    s.param_slot = 2 * std::max({biggest, fetch_gathered, u(largest_fetch(layout))});
+    if (ranks > 1) s.shard_stage = 2 * fetch_shard;
   }
   s.grad_slot_bf16 = 2 * biggest;
   s.grad_slot_f32 = 4 * biggest_shard;

@@ -200,13 +200,13 @@ const bf16* ArmRunner::shared_weights(std::int64_t module) const {
   const ModuleSlice& m = this->module(module);
   if (m.shared.empty()) return nullptr;
   if (!fetching()) return params_.as<bf16>() + m.shared.front().offset;
-  return weights(module) + m.count;
+  return weights(module) + padded(module);  // N = 1: the module's count
 }
 
 // A module's bf16 parameters into the next slot of the ring, on the h2d queue: its shard from
 // the host (offload_param; a tied head's shared table after it, ZeRO-3's re-fetch), then the
-// all-gather of every rank's shard (N > 1; no shared tensors there, config_check refuses
-// them). The slot is overwritten only after the compute that last read it has finished.
+// all-gather of every rank's shard (N > 1), the shared table's gathered after the module's.
+// The slot is overwritten only after the compute that last read it has finished.
 void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
   const auto t0 = Clock::now();
   const std::int64_t f = fetches_++;
@@ -222,22 +222,40 @@ void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
                         static_cast<std::size_t>(part.count) * 2);
     std::int64_t at = part.count;  // shared tensors again, after the module's own
     for (const TensorSlice& t : this->module(module).shared) {
-      dev_.copy_to_device(Queue::h2d, landing + at, pbf16_.as<bf16>() + t.offset,
-                          static_cast<std::size_t>(t.count()) * 2);
-      at += t.count();
+      // With N ranks the owner's shard (a tied head's: the embedding's), else the tensor.
+      const ModuleSlice& src = sharded() ? own(shared_owner_module(layout_, t)) : ModuleSlice{};
+      const std::int64_t n = sharded() ? src.count : t.count();
+      dev_.copy_to_device(Queue::h2d, landing + at,
+                          pbf16_.as<bf16>() + (sharded() ? src.offset : t.offset),
+                          static_cast<std::size_t>(n) * 2);
+      at += n;
     }
     shard = landing;
   }
   dev_.record(fetch_gather_[f], Queue::h2d);
-  if (sharded()) {
-    data_->enqueue_all_gather(dev_, Queue::h2d, shard, dst,
-                              static_cast<std::size_t>(part.count) * 2);
-  }
+  if (sharded()) gather_module(module, shard, dst);
   dev_.record(fetch_end_[f], Queue::h2d);
   fetch_of_module_[static_cast<std::size_t>(module)] = f;  // the one write: see fetch_of
   fetch_module_[static_cast<std::size_t>(f)] = module;
   fetch_host_s_ += seconds_since(t0);
   s.spans.push_back({"h2d", "fetch:" + this->module(module).name, 0, 0});  // times: report
+}
+
+// The all-gathers of a fetch: the module's shards into the slot, then each shared tensor's
+// owner's shards right after it (shard: this rank's, staged or resident, in the same order).
+void ArmRunner::gather_module(std::int64_t module, const bf16* shard, bf16* dst) {
+  data_->enqueue_all_gather(dev_, Queue::h2d, shard, dst,
+                            static_cast<std::size_t>(own(module).count) * 2);
+  const bf16* next = shard + own(module).count;
+  bf16* out = dst + padded(module);
+  for (const TensorSlice& t : this->module(module).shared) {
+    const std::int64_t owner = shared_owner_module(layout_, t);
+    if (!offload()) next = params_.as<bf16>() + own(owner).offset;  // resident shard
+    data_->enqueue_all_gather(dev_, Queue::h2d, next, out,
+                              static_cast<std::size_t>(own(owner).count) * 2);
+    next += own(owner).count;
+    out += padded(owner);
+  }
 }
 
 // Module j's weight gradients are complete: their fp32 form (a cast, or with N > 1 this

@@ -9,6 +9,10 @@
 #include "zob/model.hpp"
 #include "zob/result.hpp"
 
+namespace zob {
+struct ShardLayout;
+}
+
 namespace zob::step_detail {
 
 struct DeviceSizes {
@@ -53,6 +57,15 @@ struct DeviceSizes {
 void check_step_config(const RunConfig& c, const char* who);
 
 std::int64_t largest_module(const ModelLayout& layout);
+// The module a shared tensor is (a tied head's table: the embedding); UsageError if the
+// tensor is not a whole module (several ranks gather shared tensors module by module).
+std::int64_t shared_owner_module(const ModelLayout& layout, const TensorSlice& t);
+// Module j's fetch with several ranks: its shard and its shared tensors' owners' shards (the
+// elements staged), and the same gathered from every rank (padding included).
+struct RankFetch {
+  std::int64_t shard = 0, gathered = 0;
+};
+RankFetch rank_fetch(const ModelLayout& layout, const ShardLayout& shards, std::int64_t j);
 // The buffers of one rank of `ranks` (ShardLayout): its shard of the parameters resident
 // (copy_back), the slots sized for a module gathered whole (padding included).
 DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout, int ranks = 1);

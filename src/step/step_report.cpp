@@ -69,8 +69,13 @@ void ArmRunner::report_fetches(StepSample& s) {
     span.duration_s = copy + all_gather;
     h2d += copy;
     gather += all_gather;
-    fetched += sharded() ? own(j).count : module(j).fetch_count();  // with a tied head's table
-    gathered += padded(j);
+    if (sharded()) {  // with a tied head's table
+      const RankFetch rf = rank_fetch(layout_, shards_, j);
+      fetched += rf.shard;
+      gathered += rf.gathered;
+    } else {
+      fetched += module(j).fetch_count();
+    }
     ++f;
   }
   if (offload()) {
