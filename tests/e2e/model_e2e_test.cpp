@@ -72,7 +72,8 @@ TEST_P(ModelE2E, ConfigPathGivesTheSameStepInEveryLoopAndSchedule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelE2E,
-                         ::testing::Combine(::testing::Values("tiny-qwen2", "tiny-llama-tied/config.json"),
+                         ::testing::Combine(::testing::Values("tiny-qwen2",
+                                                              "tiny-llama-tied/config.json"),
                                             ::testing::Values(1, 2, 3)),
                          [](const ::testing::TestParamInfo<std::tuple<const char*, int>>& info) {
                            std::string name = std::get<0>(info.param);
