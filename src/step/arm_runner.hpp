@@ -91,7 +91,6 @@ class ArmRunner {
   const bf16* shared_weights(std::int64_t module) const;
   double forward(StepSample& s);
   double backward(StepSample& s);
-  float group_loss(float local_loss);
   void optimizer_overlap(int t, Clock::time_point t0, StepSample& s, StepTimes& times);
   void optimizer_stock(int t, Clock::time_point t0, StepSample& s, StepTimes& times);
   void report_compute(StepSample& s, const StepTimes& times);

@@ -10,6 +10,7 @@
 
 #include "step/arm_result_fill.hpp"
 #include "step/step_internal.hpp"
+#include "zob/collectives.hpp"
 #include "zob/config.hpp"
 #include "zob/cpu_affinity.hpp"
 #include "zob/device.hpp"
@@ -52,6 +53,14 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, 
 // placement they land on the device's node.
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
                                           ThreadPlacement* placement);
+
+// The Adam pool of one rank of comm.size(): make_arm_pool's for one rank; N ranks of one host
+// split its CPUs (place_rank_adam_threads, a collective: every rank must call it).
+std::unique_ptr<ThreadPool> make_rank_pool(const RunConfig& c, Arm arm, const Device& dev,
+                                           Collectives& comm, ThreadPlacement* placement);
+
+// The loss of a step: the sum over ranks of their local losses, in rank order (one rank: its).
+float group_loss(Collectives& comm, float local_loss);
 
 // The same-run memory probe for the bound, over the arm's own optimizer buffers before the
 // master is initialised (at most 2^26 elements); the Adam states are zeroed again after it.

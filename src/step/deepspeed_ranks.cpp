@@ -186,16 +186,6 @@ void DeepSpeedRunner::report_collectives(StepSample& s) {
   s.set_phase(Phase::reduce_scatter, 0, total(scatters_), scatter_bytes_, parts_.total);
 }
 
-// The loss of the step: the sum over ranks, in rank order (N = 1: this rank's).
-float DeepSpeedRunner::group_loss(float local_loss) {
-  if (!sharded()) return local_loss;
-  std::vector<float> losses(static_cast<std::size_t>(ranks()));
-  comm_->all_gather(&local_loss, losses.data(), sizeof(float));
-  float loss = losses[0];
-  for (std::size_t r = 1; r < losses.size(); ++r) loss += losses[r];
-  return loss;
-}
-
 std::int64_t DeepSpeedRunner::fetched_partition_elements() const {
   if (!sharded()) return plan_.fetched_elements();
   std::int64_t n = parts_.handle_elems(plan_.persistent);

@@ -116,7 +116,6 @@ class DeepSpeedRunner {
   void read_norm();
   void optimizer(int t, StepSample& s, Clock::time_point t0);
   void gather_persistent();
-  float group_loss(float local_loss);
   void report(StepSample& s);
   void report_collectives(StepSample& s);
   void copy_back_sub_group(const SubGroup& sg);

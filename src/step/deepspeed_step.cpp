@@ -19,7 +19,6 @@
 #include "step/arm_runner_common.hpp"
 #include "step/deepspeed_plan.hpp"
 #include "step/deepspeed_runner.hpp"
-#include "step/rank_placement.hpp"
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
 #include "step/step_internal.hpp"
@@ -75,15 +74,7 @@ void DeepSpeedRunner::setup() {
 
 // One rank: the arm's pool on its placement; N ranks of one host split its CPUs (a
 // collective: every rank gets here).
-void DeepSpeedRunner::make_pool() {
-  if (!sharded()) {
-    pool_ = make_arm_pool(cfg_, arm_, dev_, &placement_);
-    return;
-  }
-  const RankAdamPlacement adam = place_rank_adam_threads(cfg_, arm_, dev_.info(), *comm_);
-  placement_ = adam.placement;
-  pool_ = std::make_unique<ThreadPool>(adam.threads, placement_.cpus);
-}
+void DeepSpeedRunner::make_pool() { pool_ = make_rank_pool(cfg_, arm_, dev_, *comm_, &placement_); }
 
 void DeepSpeedRunner::allocate_host() {
   const std::int64_t P = parts_.total;
@@ -407,7 +398,7 @@ StepSample DeepSpeedRunner::run_step(int t) {
   gather_persistent();
   dev_.synchronize();
   s.wall_s = seconds_between(t0, Clock::now());
-  s.loss = group_loss(loss_host_);
+  s.loss = group_loss(*comm_, loss_host_);
   report(s);
   return s;
 }

@@ -82,15 +82,7 @@ void ArmRunner::setup() {
 // Built before the host buffers: zeroing them faults their pages in from the pool's threads,
 // so with a NUMA placement they land on the pool's node. The ranks of one host split its
 // CPUs (a collective: every rank gets here).
-void ArmRunner::make_pool() {
-  if (!sharded()) {
-    pool_ = make_arm_pool(cfg_, arm_, dev_, &placement_);
-    return;
-  }
-  const RankAdamPlacement adam = place_rank_adam_threads(cfg_, arm_, dev_.info(), *comm_);
-  placement_ = adam.placement;
-  pool_ = std::make_unique<ThreadPool>(adam.threads, placement_.cpus);
-}
+void ArmRunner::make_pool() { pool_ = make_rank_pool(cfg_, arm_, dev_, *comm_, &placement_); }
 
 // The host state (docs/anatomy.md §3) of this rank's shard: pinned fp32 master and gradients
 // (and bf16 parameters), plain Adam states; the master gets its initial values.
@@ -306,7 +298,7 @@ StepSample ArmRunner::run_step(int t) {
     optimizer_stock(t, t0, s, times);
   }
   dev_.synchronize();
-  s.loss = group_loss(loss_host_);
+  s.loss = group_loss(*comm_, loss_host_);
   s.wall_s = seconds_since(t0);
   link_ = {};
   report_compute(s, times);
@@ -370,15 +362,6 @@ double ArmRunner::backward(StepSample& s) {
   return seconds_since(tb);
 }
 
-// The loss of the step: the sum over ranks, in rank order (N = 1: this rank's).
-float ArmRunner::group_loss(float local_loss) {
-  if (!sharded()) return local_loss;
-  std::vector<float> losses(static_cast<std::size_t>(ranks()));
-  comm_->all_gather(&local_loss, losses.data(), sizeof(float));
-  float loss = losses[0];
-  for (std::size_t r = 1; r < losses.size(); ++r) loss += losses[r];
-  return loss;
-}
 
 // --schedule overlap: Adam per piece as its gradients land, overlapped with the copy-back.
 void ArmRunner::optimizer_overlap(int t, Clock::time_point t0, StepSample& s, StepTimes& times) {
@@ -468,6 +451,23 @@ double probe_arm_memory(float* master, const float* grads, float* exp_avg, float
     std::memset(exp_avg_sq + b, 0, static_cast<std::size_t>(e - b) * sizeof(float));
   });
   return gb_per_s;
+}
+
+std::unique_ptr<ThreadPool> make_rank_pool(const RunConfig& c, Arm arm, const Device& dev,
+                                           Collectives& comm, ThreadPlacement* placement) {
+  if (comm.size() == 1) return make_arm_pool(c, arm, dev, placement);
+  const RankAdamPlacement adam = place_rank_adam_threads(c, arm, dev.info(), comm);
+  *placement = adam.placement;
+  return std::make_unique<ThreadPool>(adam.threads, placement->cpus);
+}
+
+float group_loss(Collectives& comm, float local_loss) {
+  if (comm.size() == 1) return local_loss;
+  std::vector<float> losses(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(&local_loss, losses.data(), sizeof(float));
+  float loss = losses[0];
+  for (std::size_t r = 1; r < losses.size(); ++r) loss += losses[r];
+  return loss;
 }
 
 std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,

@@ -20,16 +20,7 @@ namespace {
 using step_detail::DeepSpeedKnobs;
 
 // Tiny model: P = 2632, modules of 488 / 552; tensors of 8..512 elements.
-DeepSpeedKnobs tiny_knobs() {
-  DeepSpeedKnobs k;
-  k.persistence_threshold = 8;   // only the 8-element biases stay on the device
-  k.prefetch_bucket = 600;       // a prefetch reaches about one module ahead
-  k.max_live = 2000;             // less than the model: the live limit bites
-  k.max_reuse_distance = 1200;   // early layers are released in forward, fetched again
-  k.reduce_bucket = 700;         // several flushes per backward
-  k.max_reduce_events = 1;       // and the back-pressure wait
-  return k;
-}
+DeepSpeedKnobs tiny_knobs() { return test::tiny_deepspeed_knobs(); }
 
 struct ArmRun {
   ArmResult result;

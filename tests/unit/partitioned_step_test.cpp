@@ -69,19 +69,6 @@ const Plan kAllPlans[] = {{Schedule::stock, Loop::copy_back},
                           {Schedule::deepspeed, Loop::copy_back},
                           {Schedule::deepspeed, Loop::offload_param}};
 
-// DeepSpeed's settings shrunk to the tiny model (P = 2632, tensors of 8..512 elements), so a
-// deepspeed rank fetches, releases, prefetches and flushes several buckets, as in
-// deepspeed_step_test.cpp.
-step_detail::DeepSpeedKnobs tiny_knobs() {
-  step_detail::DeepSpeedKnobs k;
-  k.persistence_threshold = 8;
-  k.prefetch_bucket = 600;
-  k.max_live = 2000;
-  k.max_reuse_distance = 1200;
-  k.reduce_bucket = 700;
-  k.max_reduce_events = 1;
-  return k;
-}
 
 class OneRank : public ::testing::TestWithParam<Plan> {};
 
@@ -273,7 +260,7 @@ class PartitionedRanks : public ::testing::TestWithParam<std::tuple<int, Plan, b
 TEST_P(PartitionedRanks, EqualsSingleProcessSumOfMicroBatchGradients) {
   const int ranks = std::get<0>(GetParam());
   const Plan plan = std::get<1>(GetParam());
-  const step_detail::DeepSpeedKnobs knobs = tiny_knobs();
+  const step_detail::DeepSpeedKnobs knobs = test::tiny_deepspeed_knobs();
   const bool shrunk = std::get<2>(GetParam());
   ::setenv("ZOB_ADAM_ISA", "scalar", 1);  // the same Adam path in the ranks and the reference
   const RunConfig c = tiny(plan.schedule, plan.loop);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "step/deepspeed_plan.hpp"
 #include "zob/config.hpp"
 
 namespace zob::test {
@@ -17,6 +18,19 @@ inline RunConfig small_model_config(int steps, int warmup, int threads, std::uin
   c.threads = threads;
   c.seed = seed;
   return c;
+}
+
+// DeepSpeed's ZeRO-3 settings shrunk to this model (tensors of 8..512 elements), so that a
+// deepspeed step reaches every rule: fetches, releases, prefetches, several bucket flushes.
+inline step_detail::DeepSpeedKnobs tiny_deepspeed_knobs() {
+  step_detail::DeepSpeedKnobs k;
+  k.persistence_threshold = 8;  // only the 8-element biases stay on the device
+  k.prefetch_bucket = 600;      // a prefetch reaches about one module ahead
+  k.max_live = 2000;            // less than the model: the live limit bites
+  k.max_reuse_distance = 1200;  // early layers are released in forward, fetched again
+  k.reduce_bucket = 700;        // several flushes per backward
+  k.max_reduce_events = 1;      // and the back-pressure wait
+  return k;
 }
 
 }  // namespace zob::test
