@@ -13,6 +13,12 @@ how the host buffers are held (every arm runs with DS_PIN_MEMORY_BACKEND=native)
 The parent runs each arm in its own subprocess (fresh CUDA context, fresh rendezvous port)
 and prints one `DSREF={json}` line per arm on stdout; progress goes to stderr.
 
+`--ranks N` runs each arm as N data-parallel ranks (ZeRO-3 partitions over N, NCCL), rank r
+on the token ids of seed + r as the tool's `--gpus N`; on a machine with fewer GPUs than N
+the ranks share GPU 0, each claiming a host of its own (NCCL_HOSTID, NCCL over loopback
+sockets), exactly as the tool's ZOB_TEST_SHARE_DEVICE=1 does, so the two compare like with
+like there. Rank 0's timings are reported (every step ends in collectives).
+
 `--profile` runs one arm, then one more step under torch.profiler, and writes a per-phase
 account of that step (copies, synchronisations, long CPU ops, kernels) that the C++ tool's
 `--schedule deepspeed` imitates. See bench/deepspeed/README.md.
@@ -264,7 +270,9 @@ def run_child(args):
     import deepspeed
     if not torch.cuda.is_available():
         raise SystemExit("ds-ref: CUDA is not available; DeepSpeed's CPU offload reference needs a GPU")
-    torch.cuda.set_device(0)
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     torch.manual_seed(args.seed)
 
     model_name = f"synthetic-h{args.hidden}-l{args.layers}"
@@ -281,7 +289,8 @@ def run_child(args):
         model=model, model_parameters=model.parameters(), config=ds_config(args.batch, pin))
     inner = getattr(optimizer, "optimizer", None)
     opt_name = type(inner).__name__ if inner is not None else type(optimizer).__name__
-    ids = torch.tensor(token_ids(args.batch * args.seq, args.vocab, args.seed),
+    # Data parallel as the tool's --gpus N: rank r on the token ids of seed + r.
+    ids = torch.tensor(token_ids(args.batch * args.seq, args.vocab, args.seed + rank),
                        dtype=torch.long).view(args.batch, args.seq).to(engine.device)
     torch.cuda.synchronize()
     init_s = time.perf_counter() - t_start
@@ -319,6 +328,7 @@ def run_child(args):
 
     result = {
         "arm": arm,
+        "ranks": world,
         "deepspeed_version": deepspeed.__version__,
         "torch_version": torch.__version__,
         "model": model_name,
@@ -357,7 +367,8 @@ def run_child(args):
     if args.profile:
         result["profile"] = profile_one_step(torch, engine, ids, args)
     result["wall_s"] = time.perf_counter() - t_start
-    print("DSREF=" + json.dumps(result), flush=True)
+    if rank == 0:
+        print("DSREF=" + json.dumps(result), flush=True)
 
 
 def profile_one_step(torch, engine, ids, args):
@@ -901,6 +912,41 @@ def child_argv(args, arm):
     return argv
 
 
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, text=True, timeout=30).stdout
+        return sum(1 for l in out.splitlines() if l.startswith("GPU "))
+    except (OSError, subprocess.SubprocessError):
+        return 0
+
+
+def run_ranks(args, arm, reg, port):
+    """Every rank of one arm; (worst exit code, rank 0's stdout), or (None, "") on timeout."""
+    share = gpu_count() < args.ranks
+    procs = []
+    for r in range(args.ranks):
+        env = dict(os.environ)
+        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(r),
+                    "WORLD_SIZE": str(args.ranks), "LOCAL_RANK": "0" if share else str(r),
+                    "LOCAL_WORLD_SIZE": str(args.ranks),
+                    "DS_PIN_MEMORY_BACKEND": "native", "DS_PIN_MEMORY_REGISTER_DEVICE": reg,
+                    "PYTHONUNBUFFERED": "1"})
+        if share and args.ranks > 1:  # NCCL refuses two ranks on one GPU of one host
+            env.update({"NCCL_HOSTID": f"ds-ref-rank-{r}", "NCCL_SOCKET_IFNAME": "lo"})
+        procs.append(subprocess.Popen(child_argv(args, arm), env=env, text=True,
+                                      stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL))
+    try:
+        out, _ = procs[0].communicate(timeout=args.timeout or None)
+        rcs = [procs[0].returncode] + [p.wait(timeout=60) for p in procs[1:]]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+        return None, ""
+    return max(rcs, key=abs), out
+
+
 def run_parent(args):
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     bad = [a for a in arms if a not in ARMS]
@@ -911,27 +957,21 @@ def run_parent(args):
     results, failed = [], []
     for arm in arms:
         pin, reg = ARMS[arm]
-        env = dict(os.environ)
         port = free_port()
-        env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0",
-                    "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-                    "DS_PIN_MEMORY_BACKEND": "native", "DS_PIN_MEMORY_REGISTER_DEVICE": reg,
-                    "PYTHONUNBUFFERED": "1"})
-        log(f"arm {arm}: pin_memory={pin} DS_PIN_MEMORY_REGISTER_DEVICE={reg} port {port}")
+        log(f"arm {arm}: pin_memory={pin} DS_PIN_MEMORY_REGISTER_DEVICE={reg} port {port}"
+            + (f", {args.ranks} ranks" if args.ranks > 1 else ""))
         t = time.perf_counter()
-        try:
-            cp = subprocess.run(child_argv(args, arm), env=env, stdout=subprocess.PIPE, text=True,
-                                timeout=args.timeout or None)
-        except subprocess.TimeoutExpired:
+        rc, out = run_ranks(args, arm, reg, port)
+        if rc is None:
             log(f"arm {arm}: FAILED: no result within --timeout {args.timeout} s")
             failed.append(arm)
             continue
-        lines = [l for l in cp.stdout.splitlines() if l.startswith("DSREF=")]
-        for l in cp.stdout.splitlines():
+        lines = [l for l in out.splitlines() if l.startswith("DSREF=")]
+        for l in out.splitlines():
             if not l.startswith("DSREF="):
                 print(l, file=sys.stderr)
-        if cp.returncode != 0 or not lines:
-            log(f"arm {arm}: FAILED: child exited {cp.returncode}"
+        if rc != 0 or not lines:
+            log(f"arm {arm}: FAILED: a rank exited {rc}"
                 + ("" if lines else " without a DSREF line") + " (its stderr is above)")
             failed.append(arm)
             continue
@@ -979,6 +1019,8 @@ def main(argv=None):
     ap.add_argument("--analyze", metavar="TRACE", help="analyse a saved Chrome trace (.json or .json.gz) "
                     "and print the text summary; needs no GPU")
     ap.add_argument("--analyze-json", metavar="FILE", help="with --analyze: also write the analysis as JSON here")
+    ap.add_argument("--ranks", type=int, default=1,
+                    help="data-parallel ranks per arm (default 1; more than the GPUs: they share GPU 0)")
     ap.add_argument("--child", choices=tuple(ARMS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     for k in ("hidden", "layers", "vocab", "batch", "seq", "steps"):
@@ -986,6 +1028,8 @@ def main(argv=None):
             ap.error(f"--{k} must be >= 1")
     if args.warmup < 0:
         ap.error("--warmup must be >= 0")
+    if args.ranks < 1:
+        ap.error("--ranks must be >= 1")
     if args.analyze:
         opener = gzip.open if args.analyze.endswith(".gz") else open
         with opener(args.analyze, "rt") as f:
