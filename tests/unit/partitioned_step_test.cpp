@@ -299,14 +299,15 @@ INSTANTIATE_TEST_SUITE_P(DeepSpeed, PartitionedRanks,
                          ranks_name);
 
 // The host waits one step issues, from two runs that differ by two steps only (setup cancels).
-std::int64_t waits_per_step(RunConfig c, int ranks) {
+std::int64_t waits_per_step(RunConfig c, int ranks,
+                            const step_detail::DeepSpeedKnobs* knobs = nullptr) {
   std::vector<std::int64_t> per_run[2];
   for (int k = 0; k < 2; ++k) {
     c.warmup = 0;
     c.steps = 1 + 2 * k;
     std::vector<float> losses;
     std::vector<std::string> errors;
-    run_ranks(c, ranks, &losses, &errors, &per_run[k]);
+    run_ranks(c, ranks, &losses, &errors, &per_run[k], knobs);
     EXPECT_TRUE(errors.empty());
   }
   for (std::size_t r = 1; r < per_run[1].size(); ++r) {
@@ -335,6 +336,29 @@ TEST_P(PlanWaits, AreTheOneGpuPlansForEveryRankCount) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Plans, PlanWaits, ::testing::ValuesIn(kPlans), plan_name);
+
+// The deepspeed schedule's host waits with N ranks are its one-rank plan's: under
+// offload_param the same (the fetch handles gain a gather, not a wait); in the copy-back loop
+// the handles that one rank skips (its parameters stay resident) are waited for as under
+// offload_param, plus the persistent tensors' gather after the step. None per collective.
+TEST(DeepSpeedRankWaits, AreTheOneRankPlansWaits) {
+  const step_detail::DeepSpeedKnobs knobs = test::tiny_deepspeed_knobs();
+  for (Loop loop : {Loop::offload_param, Loop::copy_back}) {
+    SCOPED_TRACE(loop == Loop::copy_back ? "copy_back" : "offload_param");
+    RunConfig c = tiny(Schedule::deepspeed, loop);
+    // One sub-group and one copy-back piece for every rank count: their waits are the
+    // one-GPU plan's per sub-group and piece, and the sub-groups' count follows the shard.
+    c.sub_group_size = c.chunk_elems = 1 << 20;
+    const step_detail::DeepSpeedPlan plan =
+        step_detail::build_deepspeed_plan(ModelLayout::build(c.model), loop, knobs);
+    std::int64_t visits_waiting = 0;
+    for (const step_detail::DsVisit& v : plan.visits) visits_waiting += v.waits > 0 ? 1 : 0;
+    ASSERT_GT(visits_waiting, 0);  // the shrunk settings make the trace wait
+    const std::int64_t one = waits_per_step(c, 1, &knobs);
+    const std::int64_t extra = loop == Loop::copy_back ? visits_waiting + 1 : 0;
+    for (int ranks : {2, 3}) EXPECT_EQ(waits_per_step(c, ranks, &knobs), one + extra) << ranks;
+  }
+}
 
 TEST(PartitionedStep, ShardLayoutPadsEveryModule) {
   const ModelLayout L = ModelLayout::build({61, 8, 3});
