@@ -69,6 +69,7 @@ DsRankBuffers ds_rank_buffers(const DeepSpeedPlan& plan, const DsPartitions& par
     }
   }
   for (const DsFlush& f : plan.flushes) bucket = std::max(bucket, parts.handle_elems(f.tensors));
+  b.gathers = b.handles - (plan.persistent.empty() ? 0 : 1) + plan.persistent.size();
   if (!plan.offload_param) b.partitions = 2 * u(parts.total);
   b.gather_flat = 2 * N * u(handle);
   b.bucket_in = 2 * N * u(bucket);
@@ -85,8 +86,8 @@ void DeepSpeedRunner::allocate_rank_buffers() {
   bucket_out_ = DeviceBuffer(dev_, b.bucket_out);
   // The padding of the interleaved buckets is summed and dropped; start it finite.
   dev_.fill_zero(Queue::d2h, bucket_in_.as<void>(), b.bucket_in);
-  gathers_.start = make_events(dev_, b.handles);
-  gathers_.end = make_events(dev_, b.handles);
+  gathers_.start = make_events(dev_, b.gathers);
+  gathers_.end = make_events(dev_, b.gathers);
   handle_done_ = make_events(dev_, b.handles);
   scatters_.start = make_events(dev_, plan_.flushes.size());
   scatters_.end = make_events(dev_, plan_.flushes.size());
@@ -130,8 +131,46 @@ void DeepSpeedRunner::gather_handle(const std::vector<int>& ids, Queue q, const 
     }
     at += parts_.part[i];
   }
-  dev_.record(handle_done_[k], q);
-  last_fetch_ = &handle_done_[k];
+  const std::size_t h = handles_used_++;
+  dev_.record(handle_done_[h], q);
+  last_fetch_ = &handle_done_[h];
+}
+
+// _post_step's gather of the persistent tensors (_allgather_params_coalesced, not the
+// coalesced handle of a fetch): per tensor its partition to the device (ds_tensor.to) and one
+// all-gather of it alone, on the compute queue; the caller waits once at the end. DeepSpeed
+// then uses a view of the gathered buffer; the tool copies it to the parameter's place.
+void DeepSpeedRunner::gather_persistent_ranks() {
+  const int N = ranks(), me = parts_.rank;
+  bf16* region = gather_flat_.as<bf16>();
+  for (int id : plan_.persistent) {
+    const auto i = static_cast<std::size_t>(id);
+    const DsTensor& t = tensor(id);
+    const std::int64_t p = parts_.part[i];
+    const bf16* src =
+        offload() ? pbf16_.as<bf16>() + parts_.offset[i] : part_dev_.as<bf16>() + parts_.offset[i];
+    if (offload()) {
+      copy(fetches_, Queue::compute, "h2d", "gather:" + t.name, true, region + me * p, src,
+           static_cast<std::size_t>(p) * 2);
+    } else {
+      dev_.copy_on_device(Queue::compute, region + me * p, src, static_cast<std::size_t>(p) * 2);
+    }
+    const std::size_t k = gathers_.used++;
+    dev_.record(gathers_.start[k], Queue::compute);
+    data_->enqueue_all_gather(dev_, Queue::compute, region + me * p, region,
+                              static_cast<std::size_t>(p) * 2);
+    dev_.record(gathers_.end[k], Queue::compute);
+    gathers_.names.push_back("all_gather[" + t.name + "]");
+    gathers_.tracks.push_back("compute");
+    gather_bytes_ += 2 * static_cast<std::uint64_t>(p) * static_cast<std::uint64_t>(N - 1);
+    // The N pieces back to back are the tensor, its padding last.
+    dev_.copy_on_device(Queue::compute, params_.as<bf16>() + t.offset, region,
+                        static_cast<std::size_t>(t.count) * 2);
+    region += N * p;
+  }
+  const std::size_t h = handles_used_++;
+  dev_.record(handle_done_[h], Queue::compute);
+  last_fetch_ = &handle_done_[h];
 }
 
 // One bucket on the reduce stream: interleave, reduce-scatter, partition_grads per tensor.

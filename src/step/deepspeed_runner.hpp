@@ -46,7 +46,8 @@ struct DsRankBuffers {
   std::uint64_t gather_flat = 0;  // the largest fetch handle's flat buffer, N slots
   std::uint64_t bucket_in = 0;    // the largest bucket interleaved, N slots (bf16)
   std::uint64_t bucket_out = 0;   // this rank's fp32 sum of it
-  std::size_t handles = 0;        // fetch handles per step (events)
+  std::size_t handles = 0;        // gather handles per step: fetches, prefetches, persistent
+  std::size_t gathers = 0;        // all-gathers per step (one per persistent tensor)
   std::uint64_t total() const { return partitions + gather_flat + bucket_in + bucket_out; }
 };
 DsRankBuffers ds_rank_buffers(const DeepSpeedPlan& plan, const DsPartitions& parts);
@@ -126,6 +127,7 @@ class DeepSpeedRunner {
   // `ids` on queue q; the bucket flush's reduce_scatter_coalesced and partition_grads.
   void allocate_rank_buffers();
   void gather_handle(const std::vector<int>& ids, Queue q, const char* what);
+  void gather_persistent_ranks();
   void flush_ranks(const DsFlush& f);
   void flush_tensor_copies(int id, const bf16* grad_bf16, const float* grad_f32);
 
@@ -158,7 +160,8 @@ class DeepSpeedRunner {
   // all-gather, a bucket's interleaved gradients and this rank's fp32 sum of them.
   DeviceBuffer part_dev_, gather_flat_, bucket_in_, bucket_out_;
   TimedCopies gathers_, scatters_;  // the collectives, for their device time
-  Events handle_done_;              // a gather handle's tensors unflattened into place
+  Events handle_done_;              // a gather handle's tensors in place (one per handle)
+  std::size_t handles_used_ = 0;    // this step's
   std::uint64_t gather_bytes_ = 0, scatter_bytes_ = 0;  // this step's, from the peers / to them
   DeviceEvent* last_fetch_ = nullptr;       // the all-gather stream's last copy this step
   std::deque<DeviceEvent*> reduce_events_;  // flushes in flight

@@ -361,8 +361,8 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
 void DeepSpeedRunner::gather_persistent() {
   if (plan_.persistent.empty() || (!offload() && !sharded())) return;
   const auto t0 = Clock::now();
-  if (sharded()) {  // one coalesced all-gather of them all on the current stream
-    gather_handle(plan_.persistent, Queue::compute, "gather:");
+  if (sharded()) {  // _allgather_params_coalesced: one all-gather per tensor, one wait
+    gather_persistent_ranks();
     dev_.event_synchronize(*last_fetch_);
     host_.gather += seconds_between(t0, Clock::now());
     return;
@@ -385,6 +385,7 @@ StepSample DeepSpeedRunner::run_step(int t) {
     c->tracks.clear();
   }
   gather_bytes_ = scatter_bytes_ = 0;
+  handles_used_ = 0;
   last_fetch_ = nullptr;
   reduce_events_.clear();
   next_flush_ = 0;
