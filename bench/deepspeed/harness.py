@@ -375,6 +375,9 @@ def profile_one_step(torch, engine, ids, args):
     from torch.profiler import ProfilerActivity, profile, record_function
     arm = args.child
     out = args.profile_out
+    rank = int(os.environ.get("RANK", "0"))
+    if rank != 0:  # every rank profiles the same step (collectives); rank 0's is the report
+        out = f"{out}-rank{rank}"
     os.makedirs(out, exist_ok=True)
     trace_path = os.path.join(out, f"trace-{arm}.json")
     log(f"{arm}: profiling one step (with_stack={args.profile_stack}) ...")
