@@ -1,11 +1,8 @@
 // End-to-end on the CPU device: a 2x2 sweep under --schedule overlap, the per-arm bound,
 // placement and time-to-result keys, and refusals of the new flags (exit 2, one line).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -13,46 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "e2e_support.hpp"
+
 namespace {
 
-struct BenchRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Runs the binary with stdout / stderr in files (no pipes to drain), waits for it.
-BenchRun run_bench(const std::vector<std::string>& args) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(rand());
-  const auto out = dir / ("zob_sched_out_" + tag), err = dir / ("zob_sched_err_" + tag);
-  std::vector<std::string> owned{ZOB_BINARY};
-  owned.insert(owned.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : owned) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr)) {
-      ::_exit(126);
-    }
-    ::execv(ZOB_BINARY, argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  BenchRun r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  std::filesystem::remove(out);
-  std::filesystem::remove(err);
-  return r;
-}
+// The shared helper runs the binary with a time limit and reaps it (e2e_support.hpp).
+using BenchRun = zob_e2e::Result;
+using zob_e2e::run_bench;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
