@@ -81,6 +81,11 @@ void check_decoder_arch(const ModelShape& shape);
 // Deterministic initial fp32 values, a function of (seed, element index) only, so any thread
 // split gives the same array. Weights uniform in ±1/sqrt(fan_in); biases likewise.
 void initial_parameters(const ModelLayout& layout, std::uint64_t seed, float* out);
+// Elements [begin, end) of that array into out[0 .. end - begin): a rank makes only its part
+// (no whole array per rank). `pool`, if given, is used for large ranges.
+class ThreadPool;
+void initial_parameters_range(const ModelLayout& layout, std::uint64_t seed, std::int64_t begin,
+                              std::int64_t end, float* out, ThreadPool* pool = nullptr);
 // Token ids in [0, vocab), a function of (seed, position): the same every step and arm.
 std::vector<std::int32_t> token_ids(std::int64_t tokens, std::int64_t vocab, std::uint64_t seed);
 

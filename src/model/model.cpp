@@ -160,11 +160,23 @@ ModelLayout ModelLayout::build(const ModelShape& shape) {
 }
 
 void initial_parameters(const ModelLayout& layout, std::uint64_t seed, float* out) {
+  initial_parameters_range(layout, seed, 0, layout.total, out);
+}
+
+void initial_parameters_range(const ModelLayout& layout, std::uint64_t seed, std::int64_t begin,
+                              std::int64_t end, float* out, ThreadPool* pool) {
   const std::int64_t h = layout.shape.hidden;
-  std::unique_ptr<ThreadPool> pool;
-  if (layout.total >= kParallelThreshold) pool = std::make_unique<ThreadPool>(available_cpus());
+  std::unique_ptr<ThreadPool> own;
+  if (pool == nullptr && end - begin >= kParallelThreshold) {
+    own = std::make_unique<ThreadPool>(available_cpus());
+    pool = own.get();
+  }
   for (const auto& module : layout.modules) {
     for (const auto& t : module.tensors) {
+      // The tensor's elements inside [begin, end), as indices into the tensor.
+      const std::int64_t lo = std::max<std::int64_t>(begin - t.offset, 0);
+      const std::int64_t hi = std::min<std::int64_t>(end - t.offset, t.count());
+      if (lo >= hi) continue;
       // fan_in of a weight [out, in] is `in`; a bias takes the fan_in of its layer's weight
       // (PyTorch's Linear init); the embedding and head tables have rows of length h.
       std::int64_t fan_in = t.cols;
@@ -172,22 +184,23 @@ void initial_parameters(const ModelLayout& layout, std::uint64_t seed, float* ou
       const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
       // A decoder's RMSNorm weights start at 1, as Hugging Face initialises them.
       const bool ones = layout.shape.decoder() && t.name.ends_with("norm.weight");
+      const std::int64_t at = t.offset - begin;  // out[at + i]: element t.offset + i (>= 0)
       auto fill = [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) {
+        for (std::int64_t i = lo + b; i < lo + e; ++i) {
           if (ones) {
-            out[t.offset + i] = 1.0f;
+            out[at + i] = 1.0f;
             continue;
           }
           const std::uint64_t g = static_cast<std::uint64_t>(t.offset + i);
           const double u = static_cast<double>(counter_hash(seed, kParamStream, g) >> 40) *
                            (1.0 / 16777216.0);  // [0, 1), 24 bits
-          out[t.offset + i] = static_cast<float>(bound * (2.0 * u - 1.0));
+          out[at + i] = static_cast<float>(bound * (2.0 * u - 1.0));
         }
       };
-      if (pool && t.count() >= kParallelThreshold) {
-        pool->parallel_for(t.count(), fill);
+      if (pool != nullptr && hi - lo >= kParallelThreshold) {
+        pool->parallel_for(hi - lo, fill);
       } else {
-        fill(0, t.count());
+        fill(0, hi - lo);
       }
     }
   }

@@ -236,30 +236,27 @@ std::int64_t DeepSpeedRunner::fetched_partition_elements() const {
 std::vector<float> DeepSpeedRunner::module_shard_of_master() {
   const float* master = master_.as<float>();
   if (!sharded()) return {master, master + parts_.total};
-  // Every rank's partitions (equal sizes on every rank), then the full array, then this
-  // rank's ShardLayout shard of it (padding zero, as the stock schedule's).
+  // Tensor by tensor (at most one tensor gathered at a time): every rank's partitions of it,
+  // back to back, are the tensor (its padding last); this rank keeps what falls in its
+  // ShardLayout shard of the tensor's module (padding zero, as the stock schedule's).
   const int N = ranks();
-  std::vector<float> all(static_cast<std::size_t>(parts_.total) * static_cast<std::size_t>(N));
-  comm_->all_gather(master, all.data(), static_cast<std::size_t>(parts_.total) * sizeof(float));
-  std::vector<float> full(static_cast<std::size_t>(layout_.total));
-  for (int r = 0; r < N; ++r) {
-    const float* theirs =
-        all.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(parts_.total);
-    for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
-      const DsTensor& t = plan_.tensors[id];
-      const std::int64_t n = parts_.real(t, static_cast<int>(id), r);
-      std::copy(theirs + parts_.offset[id], theirs + parts_.offset[id] + n,
-                full.begin() + t.offset + r * parts_.part[id]);
-    }
-  }
   const ShardLayout shards = ShardLayout::build(layout_, N);
-  std::vector<float> shard(static_cast<std::size_t>(shards.total), 0.0f);
-  for (std::size_t m = 0; m < layout_.modules.size(); ++m) {
+  std::vector<float> shard(static_cast<std::size_t>(shards.total), 0.0f), tensor_all;
+  for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
+    const DsTensor& t = plan_.tensors[id];
+    const std::int64_t p = parts_.part[id];
+    tensor_all.resize(static_cast<std::size_t>(N * p));
+    comm_->all_gather(master + parts_.offset[id], tensor_all.data(),
+                      static_cast<std::size_t>(p) * 4);
+    const auto m = static_cast<std::size_t>(t.module);
     const ModuleSlice& mod = layout_.modules[m];
-    const std::int64_t lo = std::min(mod.count, parts_.rank * shards.shard[m]);
-    const std::int64_t hi = std::min(mod.count, (parts_.rank + 1) * shards.shard[m]);
-    std::copy(full.begin() + mod.offset + lo, full.begin() + mod.offset + hi,
-              shard.begin() + shards.offset[m]);
+    const std::int64_t lo = mod.offset + std::min(mod.count, parts_.rank * shards.shard[m]);
+    const std::int64_t hi = mod.offset + std::min(mod.count, (parts_.rank + 1) * shards.shard[m]);
+    const std::int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.count);
+    if (a < b) {
+      std::copy(tensor_all.begin() + (a - t.offset), tensor_all.begin() + (b - t.offset),
+                shard.begin() + shards.offset[m] + (a - lo));
+    }
   }
   return shard;
 }

@@ -94,20 +94,18 @@ void DeepSpeedRunner::allocate_host() {
   probe_gb_s_ = probe_arm_memory(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
                                  exp_avg_sq_.as<float>(), P, *pool_);
   if (!sharded()) {
-    initial_parameters(layout_, cfg_.seed, master_.as<float>());
+    initial_parameters_range(layout_, cfg_.seed, 0, layout_.total, master_.as<float>(), pool_.get());
     return;
   }
-  // Rank r keeps its partition of every tensor, the padding zero (Adam keeps it zero: the
-  // rank never offloads a gradient into it).
-  std::vector<float> full(static_cast<std::size_t>(layout_.total));
-  initial_parameters(layout_, cfg_.seed, full.data());
+  // Rank r makes only its partition of every tensor, the padding zero (Adam keeps it zero:
+  // the rank never offloads a gradient into it).
   float* master = master_.as<float>();
   std::fill(master, master + P, 0.0f);
   for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
     const DsTensor& t = plan_.tensors[id];
     const std::int64_t from = t.offset + parts_.rank * parts_.part[id];
     const std::int64_t n = parts_.real(t, static_cast<int>(id), parts_.rank);
-    std::copy(full.begin() + from, full.begin() + from + n, master + parts_.offset[id]);
+    initial_parameters_range(layout_, cfg_.seed, from, from + n, master + parts_.offset[id], pool_.get());
   }
 }
 

@@ -102,23 +102,21 @@ void ArmRunner::allocate_host() {
   initial_master();
 }
 
-// initial_parameters produces the whole array; rank r keeps its part of each module, the
-// padding zero (Adam keeps it zero: its gradients are the sum of zero paddings).
+// Rank r makes only its part of each module of the initial array, the padding zero (Adam
+// keeps it zero: its gradients are the sum of zero paddings).
 void ArmRunner::initial_master() {
   float* master = master_.as<float>();
   if (!sharded()) {
-    initial_parameters(layout_, cfg_.seed, master);
+    initial_parameters_range(layout_, cfg_.seed, 0, layout_.total, master, pool_.get());
     return;
   }
   std::fill(master, master + shards_.total, 0.0f);
-  std::vector<float> full(static_cast<std::size_t>(layout_.total));
-  initial_parameters(layout_, cfg_.seed, full.data());
   const std::int64_t r = comm_->rank();
   for (std::int64_t j = 0; j < modules(); ++j) {
     const std::int64_t lo = std::min(module(j).count, r * own(j).count);
     const std::int64_t hi = std::min(module(j).count, (r + 1) * own(j).count);
-    std::copy(full.begin() + module(j).offset + lo, full.begin() + module(j).offset + hi,
-              master + own(j).offset);
+    initial_parameters_range(layout_, cfg_.seed, module(j).offset + lo, module(j).offset + hi,
+                             master + own(j).offset, pool_.get());
   }
 }
 

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "zob/model.hpp"
+#include "zob/thread_pool.hpp"
 
 namespace zob {
 namespace {
@@ -105,6 +108,30 @@ TEST(Model, InitialParametersDependOnIndexOnly) {
   initial_parameters(small, 3, b.data());
   const auto emb = static_cast<std::size_t>(big.modules[0].count);
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), emb * sizeof(float)));
+}
+
+TEST(Model, InitialParameterRangesAreSlicesOfTheWholeArray) {
+  // What a rank makes of its part: any range, across tensor and module borders, small or
+  // filled by a pool, equals that slice of the whole array. Ranges drawn fresh each run.
+  const ModelLayout L = ModelLayout::build({4096, 256, 2});
+  std::vector<float> whole(static_cast<std::size_t>(L.total));
+  initial_parameters(L, 11, whole.data());
+  std::random_device rd;
+  const unsigned seed = rd();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> at(0, L.total);
+  ThreadPool pool(2);
+  for (int k = 0; k < 20; ++k) {
+    std::int64_t a = at(rng), b = at(rng);
+    if (k == 0) std::tie(a, b) = std::make_tuple(std::int64_t{0}, L.total);
+    if (a > b) std::swap(a, b);
+    std::vector<float> part(static_cast<std::size_t>(b - a) + 1, -7.0f);  // one guard element
+    initial_parameters_range(L, 11, a, b, part.data(), k % 2 == 0 ? &pool : nullptr);
+    ASSERT_EQ(0, std::memcmp(part.data(), whole.data() + a, static_cast<std::size_t>(b - a) * 4))
+        << "[" << a << ", " << b << ")";
+    EXPECT_EQ(part.back(), -7.0f) << "wrote past the range";
+  }
 }
 
 TEST(Model, TokenIdsInRangeDeterministicSeeded) {
