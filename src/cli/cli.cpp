@@ -389,19 +389,27 @@ void check_output_path_writable(const std::string& path, const std::string& flag
   if (path.empty()) {
     throw UsageError(flag + " needs a file name; give e.g. " + flag + " result.json");
   }
-  struct stat st {};
-  const bool existed = ::stat(path.c_str(), &st) == 0;
-  if (existed && S_ISDIR(st.st_mode)) {
-    throw UsageError(flag + " " + path + " is a directory; give a file name");
+  // The ranks of an MPI launch all check the same path at once: a file that appears between
+  // the stat and the create, or goes between the stat and the open, is another check's; look
+  // again (a bounded number of times).
+  for (int attempt = 0;; ++attempt) {
+    struct stat st {};
+    const bool existed = ::stat(path.c_str(), &st) == 0;
+    if (existed && S_ISDIR(st.st_mode)) {
+      throw UsageError(flag + " " + path + " is a directory; give a file name");
+    }
+    const int fd = ::open(path.c_str(),
+                          O_WRONLY | O_APPEND | O_CLOEXEC | (existed ? 0 : O_CREAT | O_EXCL), 0644);
+    const bool raced = fd < 0 && (existed ? errno == ENOENT : errno == EEXIST);
+    if (raced && attempt < 1000) continue;
+    if (fd < 0) {
+      throw UsageError(fmt::format("{} {} cannot be written ({}); choose a writable folder", flag,
+                                   path, std::strerror(errno)));
+    }
+    ::close(fd);
+    if (!existed) ::unlink(path.c_str());
+    return;
   }
-  const int fd = ::open(path.c_str(),
-                        O_WRONLY | O_APPEND | O_CLOEXEC | (existed ? 0 : O_CREAT | O_EXCL), 0644);
-  if (fd < 0) {
-    throw UsageError(fmt::format("{} {} cannot be written ({}); choose a writable folder", flag,
-                                 path, std::strerror(errno)));
-  }
-  ::close(fd);
-  if (!existed) ::unlink(path.c_str());
 }
 
 CliCommand parse_command_line(const std::vector<std::string>& args) {

@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "cli/cli.hpp"
 #include "zob/errors.hpp"
@@ -64,12 +67,37 @@ TEST(Cli, EveryFlagReachesTheConfig) {
   std::mt19937_64 rng(std::random_device{}());
   const auto hidden = static_cast<std::int64_t>(rng() % 4000 + 1);
   const auto seed = rng();
-  const auto cmd = parse({"--hidden", std::to_string(hidden), "--layers", "3", "--batch", "5",
-                          "--seq", "7", "--steps", "9", "--warmup", "0", "--vocab", "1234",
-                          "--device", "cpu", "--device-index", "0", "--arms",
-                          "hostalloc,pageable,registered", "--offload-param", "--chunk-elems",
-                          "1000", "--sub-group-size", "77", "--threads", "3", "--seed",
-                          std::to_string(seed), "--timeout", "2.5"});
+  const auto cmd = parse({"--hidden",
+                          std::to_string(hidden),
+                          "--layers",
+                          "3",
+                          "--batch",
+                          "5",
+                          "--seq",
+                          "7",
+                          "--steps",
+                          "9",
+                          "--warmup",
+                          "0",
+                          "--vocab",
+                          "1234",
+                          "--device",
+                          "cpu",
+                          "--device-index",
+                          "0",
+                          "--arms",
+                          "hostalloc,pageable,registered",
+                          "--offload-param",
+                          "--chunk-elems",
+                          "1000",
+                          "--sub-group-size",
+                          "77",
+                          "--threads",
+                          "3",
+                          "--seed",
+                          std::to_string(seed),
+                          "--timeout",
+                          "2.5"});
   const auto& c = cmd.run;
   EXPECT_EQ(c.model.hidden, hidden);
   EXPECT_EQ(c.model.layers, 3);
@@ -79,8 +107,8 @@ TEST(Cli, EveryFlagReachesTheConfig) {
   EXPECT_EQ(c.warmup, 0);
   EXPECT_EQ(c.model.vocab, 1234);
   EXPECT_EQ(c.device, zob::DeviceKind::cpu);
-  EXPECT_EQ(c.arms, (std::vector<zob::Arm>{zob::Arm::hostalloc, zob::Arm::pageable,
-                                           zob::Arm::registered}));
+  EXPECT_EQ(c.arms,
+            (std::vector<zob::Arm>{zob::Arm::hostalloc, zob::Arm::pageable, zob::Arm::registered}));
   EXPECT_EQ(c.loop, zob::Loop::offload_param);
   EXPECT_EQ(c.chunk_elems, 1000);
   EXPECT_EQ(c.sub_group_size, 77);
@@ -200,3 +228,39 @@ TEST(Cli, ValidateRunConfigCatchesConfigsBuiltElsewhere) {
 }
 
 }  // namespace
+
+namespace zob {
+namespace {
+
+// The ranks of an MPI launch all check the same --json path at the same time; none may be
+// refused because another one's check file appeared between its stat and its open.
+TEST(CliOutputPath, ConcurrentChecksOfOneNewPathAllPass) {
+  const std::string path =
+      ::testing::TempDir() + "zob_concurrent_check_" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  std::atomic<int> refused{0};
+  std::string first_error;
+  std::mutex m;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 300; ++i) {
+        try {
+          check_output_path_writable(path, "--json");
+        } catch (const UsageError& e) {
+          if (refused++ == 0) {
+            std::lock_guard lock(m);
+            first_error = e.what();
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(refused.load(), 0) << first_error;
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a check left its file behind";
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace zob
