@@ -19,6 +19,13 @@ namespace {
 std::mt19937_64 gen{std::random_device{}()};
 double uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(gen); }
 
+// Six rounds' slow-arm steps, each 2-3x the fast arm's: registration clearly pays.
+std::vector<double> clearly_slower(double fast) {
+  std::vector<double> slow;
+  for (int k = 0; k < 6; ++k) slow.push_back(fast * uniform(2.0, 3.0));
+  return slow;
+}
+
 zob::ArmResult arm(zob::Arm which, const std::string& device, double step_s, int steps) {
   zob::ArmResult r;
   r.arm = which;
@@ -59,8 +66,7 @@ std::string two(double v) {
 
 TEST(Verdict, ConclusiveRoundsGiveTheMedianAndTheInterval) {
   const double fast = uniform(0.2, 0.4);
-  std::vector<double> slow;
-  for (int k = 0; k < 6; ++k) slow.push_back(fast * uniform(2.0, 3.0));
+  const std::vector<double> slow = clearly_slower(fast);
   const zob::RunResult run = run_of("cuda", fast, slow);
   const auto v = zob::verdicts(run);
   ASSERT_EQ(v.size(), 1u);
@@ -111,8 +117,7 @@ TEST(Verdict, OneRoundSaysThereIsNoIntervalAndSlowerSaysCosts) {
 
 TEST(Verdict, TheCpuDeviceIsNotApplicableWhateverTheNumbers) {
   const double fast = uniform(0.2, 0.4);
-  std::vector<double> slow;
-  for (int k = 0; k < 6; ++k) slow.push_back(fast * uniform(2.0, 3.0));
+  const std::vector<double> slow = clearly_slower(fast);
   const zob::RunResult run = run_of("cpu", fast, slow);
   const auto v = zob::verdicts(run);
   ASSERT_EQ(v.size(), 1u);
