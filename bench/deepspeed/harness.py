@@ -29,6 +29,7 @@ trace (`--analyze TRACE.json[.gz]`) needs neither.
 
 import argparse
 import bisect
+import contextlib
 import gzip
 import json
 import math
@@ -285,6 +286,16 @@ def run_child(args):
     if args.init == "tool" and not args.model_config:
         init = init_like_tool(torch, model, args.vocab, args.hidden, args.layers, args.seed)
 
+    eager = None
+    if args.eager_baseline:
+        import account
+        ids_cpu = torch.tensor(token_ids(args.batch * args.seq, args.vocab, args.seed + rank),
+                               dtype=torch.long).view(args.batch, args.seq)
+        eager = account.eager_baseline(
+            torch, model, ids_cpu, args.warmup, args.steps,
+            os.path.join(args.profile_out, f"trace-eager-{arm}.json") if args.profile else None, log)
+        torch.cuda.reset_peak_memory_stats()
+
     engine, optimizer, _, _ = deepspeed.initialize(
         model=model, model_parameters=model.parameters(), config=ds_config(args.batch, pin))
     inner = getattr(optimizer, "optimizer", None)
@@ -300,17 +311,19 @@ def run_child(args):
     steps_s, fwd_s, bwd_s, opt_s, losses = [], [], [], [], []
     total = args.warmup + args.steps
     for i in range(total):
-        # The torch.cuda.synchronize() after each phase is the harness's, so that each
-        # phase's wall time includes its device work. DeepSpeed itself synchronises at
-        # the end of engine.step() (the copy-back of the parameters), so the step's
-        # total is not lengthened by them beyond a few microseconds.
+        # --timing upstream (the default) is the upstream script's loop: one sync before
+        # and one after the step, nothing inside it, so the phase split is the host's issue
+        # time only. --timing phases adds a sync after forward and after backward.
+        inner_sync = args.timing == "phases"
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         loss = engine(ids)
-        torch.cuda.synchronize()
+        if inner_sync:
+            torch.cuda.synchronize()
         t1 = time.perf_counter()
         engine.backward(loss)
-        torch.cuda.synchronize()
+        if inner_sync:
+            torch.cuda.synchronize()
         t2 = time.perf_counter()
         engine.step()
         torch.cuda.synchronize()
@@ -364,6 +377,12 @@ def run_child(args):
         "pins": pin_accounting(),
     }
 
+    result["timing"] = args.timing
+    if eager is not None:
+        result["eager"] = eager
+    if args.account:
+        import account
+        result["hook_timers"] = account.hook_timers(torch, engine, ids, log)
     if args.profile:
         result["profile"] = profile_one_step(torch, engine, ids, args)
     result["wall_s"] = time.perf_counter() - t_start
@@ -382,8 +401,10 @@ def profile_one_step(torch, engine, ids, args):
     trace_path = os.path.join(out, f"trace-{arm}.json")
     log(f"{arm}: profiling one step (with_stack={args.profile_stack}) ...")
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
-                 with_stack=args.profile_stack) as prof:
+    import account
+    ranges = account.profile_ranges(torch, engine) if args.account else contextlib.nullcontext()
+    with ranges, profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                         with_stack=args.profile_stack) as prof:
         # The harness's synchronize() calls sit between the ranges, so they are counted
         # in no phase; every sync inside a range is DeepSpeed's (or torch's) own.
         torch.cuda.synchronize()
@@ -400,6 +421,8 @@ def profile_one_step(torch, engine, ids, args):
     with open(trace_path) as f:
         trace = json.load(f)
     report = analyze_trace(trace)
+    report["host_account"] = account.host_account(trace)
+    report["kernel_counts"] = account.kernel_counts(trace)
     report["arm"] = arm
     report["command"] = " ".join(sys.argv)
     json_path = os.path.join(out, f"profile-{arm}.json")
@@ -408,12 +431,15 @@ def profile_one_step(torch, engine, ids, args):
         json.dump(report, f, indent=1)
     with open(text_path, "w") as f:
         f.write(render_text(report))
+        f.write(account.render_account(report["host_account"], f"{arm} (DeepSpeed step)"))
     with open(trace_path, "rb") as src, gzip.open(trace_path + ".gz", "wb", compresslevel=6) as dst:
         dst.write(src.read())
     os.remove(trace_path)
     log(f"{arm}: profile written: {text_path}, {json_path}, {trace_path}.gz")
     return {"text": text_path, "json": json_path, "trace": trace_path + ".gz",
-            "phase_ms": {p: report["phases"][p]["cpu_ms"] for p in PHASES if p in report["phases"]}}
+            "phase_ms": {p: report["phases"][p]["cpu_ms"] for p in PHASES if p in report["phases"]},
+            "host_account": report["host_account"],
+            "kernels": {p: {"total": d["total"], "gpu_ms": d["gpu_ms"]} for p, d in report["kernel_counts"].items()}}
 
 
 # --------------------------------------------------------------------------------------
@@ -912,6 +938,11 @@ def child_argv(args, arm):
         argv += ["--profile", "--profile-out", args.profile_out]
         if not args.profile_stack:
             argv.append("--no-profile-stack")
+    argv += ["--timing", args.timing]
+    if args.account:
+        argv.append("--account")
+    if args.eager_baseline:
+        argv.append("--eager-baseline")
     return argv
 
 
@@ -1024,6 +1055,15 @@ def main(argv=None):
     ap.add_argument("--analyze-json", metavar="FILE", help="with --analyze: also write the analysis as JSON here")
     ap.add_argument("--ranks", type=int, default=1,
                     help="data-parallel ranks per arm (default 1; more than the GPUs: they share GPU 0)")
+    ap.add_argument("--timing", choices=("upstream", "phases"), default="upstream",
+                    help="upstream (default): one sync before and one after each step, as the upstream "
+                    "script; phases: also a sync after forward and after backward (phase wall times)")
+    ap.add_argument("--account", action="store_true",
+                    help="after the timed steps, one step with DeepSpeed's hook functions timed "
+                    "(bench/deepspeed/account.py); with --profile, ds:: ranges and a host account")
+    ap.add_argument("--eager-baseline", action="store_true",
+                    help="before DeepSpeed: the same model as a resident bf16 copy on the GPU, forward + "
+                    "backward timed (and profiled with --profile): transformers' own cost")
     ap.add_argument("--child", choices=tuple(ARMS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     for k in ("hidden", "layers", "vocab", "batch", "seq", "steps"):
