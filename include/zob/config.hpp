@@ -101,6 +101,10 @@ struct RunConfig {
   // device every rank uses the CPU). 0 = all devices of the backend, resolved by the driver.
   int gpus = 1;
   int repeats = 1;          // rounds of all arms, interleaved (A B A B ...), each arm a fresh child
+  // --deepspeed-step S / --deepspeed-arm: the step a user sees in DeepSpeed today and its arm;
+  // the verdict projects it across the saving measured here (src/report/deepspeed_gap.cpp).
+  double deepspeed_step_s = 0;
+  Arm deepspeed_arm = Arm::unregistered;
   std::string trace_path;   // --trace FILE: Chrome trace of every arm run; empty: none
   std::string plot_path;    // --plot FILE (.svg / .png): the chart of the run; empty: none
   std::string csv_path;     // --csv FILE: phases and step times for spreadsheets; empty: none

@@ -42,18 +42,18 @@ std::string duration_text(double s) {
   return fmt::format("{:.1f} us", a * 1e6);
 }
 
-// The per-round ratios of two arms: median(slow timed) / median(fast timed) in every round in
-// which both completed.
-std::vector<double> round_ratios(const RunResult& run, Arm slow, Arm fast) {
+// The per-round (slow, fast) medians of two arms' timed steps, in every round in which both
+// completed.
+std::vector<std::pair<double, double>> round_medians(const RunResult& run, Arm slow, Arm fast) {
   const auto fast_runs = runs_of(run, fast);
   const auto slow_runs = runs_of(run, slow);
-  std::vector<double> out;
+  std::vector<std::pair<double, double>> out;
   if (run.rounds.empty()) return out;
   for (std::size_t k = 0; k < std::min(fast_runs.size(), slow_runs.size()); ++k) {
     if (!fast_runs[k]->ok || !slow_runs[k]->ok) continue;
     const double f = summarize(fast_runs[k]->timed_step_s()).median;
     const double s = summarize(slow_runs[k]->timed_step_s()).median;
-    if (f > 0 && std::isfinite(s)) out.push_back(s / f);
+    if (f > 0 && std::isfinite(s)) out.emplace_back(s, f);
   }
   return out;
 }
@@ -98,7 +98,11 @@ std::optional<Verdict> compare_pair(const RunResult& run, Arm slow, Arm fast) {
   v.ratio = s->step_avg_s / f->step_avg_s;
   v.saved_s = s->step_avg_s - f->step_avg_s;
   v.applicable = registration_applicable(run);
-  const std::vector<double> ratios = round_ratios(run, slow, fast);
+  std::vector<double> ratios, saved;
+  for (const auto& [s_med, f_med] : round_medians(run, slow, fast)) {
+    ratios.push_back(s_med / f_med);
+    saved.push_back(s_med - f_med);
+  }
   v.rounds = ratios.size();
   if (ratios.size() >= 2) {
     const MedianInterval m = median_interval(ratios);
@@ -106,6 +110,10 @@ std::optional<Verdict> compare_pair(const RunResult& run, Arm slow, Arm fast) {
     v.low = m.low;
     v.high = m.high;
     v.conclusive = v.applicable && (m.low > 1.0 || m.high < 1.0);
+    const MedianInterval ms = median_interval(saved);
+    v.saved_median = ms.median;
+    v.saved_low = ms.low;
+    v.saved_high = ms.high;
   }
   v.text = sentence(run.config, v, s->step_avg_s);
   return v;

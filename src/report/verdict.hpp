@@ -23,6 +23,8 @@ struct Verdict {
   std::optional<double> low, high;  // its interval
   std::size_t rounds = 0;           // rounds in which both arms completed
   double saved_s = 0;               // slow avg - fast avg, seconds per step
+  // The per-round seconds saved (slow median - fast median), with --repeats >= 2.
+  std::optional<double> saved_median, saved_low, saved_high;
 };
 
 // The comparisons of the run's first configuration, or of one configuration `point` of a

@@ -1,0 +1,133 @@
+// What the output says separates the tool's step from a DeepSpeed user's
+// (src/report/deepspeed_gap.cpp): the hook counts against DeepSpeed's own, counted on an H200
+// (results/h200/2026-12-02-deepspeed-account: DSREF hook_timers), and the projection of a
+// user's step on runs made of fresh random step times.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "report/deepspeed_gap.hpp"
+#include "report/details.hpp"
+#include "report/report.hpp"
+#include "zob/model.hpp"
+#include "zob/stats.hpp"
+
+namespace {
+
+std::mt19937_64 gen{std::random_device{}()};
+double uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(gen); }
+
+// DeepSpeed's pre-forward hook calls and gradient-hook calls in one step, as counted by
+// bench/deepspeed/account.py (its pre-forward count includes the harness's loss wrapper).
+struct Counted {
+  const char* model;
+  std::int64_t pre_forward_calls;
+  std::int64_t gradient_hook_calls;
+};
+
+TEST(DeepSpeedGap, HookCountsAreDeepSpeedsOnTheRecordedModels) {
+  for (const Counted& c : {Counted{"Qwen2.5-0.5B", 319, 290}, Counted{"Qwen2.5-1.5B", 371, 338},
+                           Counted{"Llama-3.2-3B", 371, 254}}) {
+    const auto h = zob::deepspeed_hooks(zob::resolve_model(c.model));
+    ASSERT_TRUE(h.has_value()) << c.model;
+    EXPECT_EQ(h->hooked_modules, c.pre_forward_calls - 1) << c.model;
+    EXPECT_EQ(h->gradient_hooks, c.gradient_hook_calls) << c.model;
+  }
+}
+
+TEST(DeepSpeedGap, SyntheticModelHasNoLine) {
+  zob::RunConfig c;
+  EXPECT_FALSE(zob::deepspeed_hooks(c.model).has_value());
+  EXPECT_EQ(zob::not_contained_line(c), "");
+  EXPECT_TRUE(zob::not_contained_json(c).is_null());
+  c.model = zob::resolve_model("Llama-3.2-1B");
+  const std::string line = zob::not_contained_line(c);
+  EXPECT_NE(line.find("not contained:"), std::string::npos);
+  EXPECT_NE(line.find(std::to_string(13 * c.model.layers + 6) + " modules"), std::string::npos);
+}
+
+zob::ArmResult arm(zob::Arm which, double step_s, int steps) {
+  zob::ArmResult r;
+  r.arm = which;
+  r.ok = true;
+  r.device = "cuda";
+  r.warmup = 1;
+  r.steps = steps;
+  for (int i = 0; i < steps + 1; ++i) {
+    zob::StepSample s;
+    s.wall_s = step_s * uniform(0.99, 1.01);
+    r.samples.push_back(s);
+  }
+  const auto t = r.timed_step_s();
+  r.step_avg_s = std::accumulate(t.begin(), t.end(), 0.0) / static_cast<double>(t.size());
+  r.step_min_s = *std::min_element(t.begin(), t.end());
+  return r;
+}
+
+zob::RunResult run_of(int rounds, double fast_s, double slow_s) {
+  zob::RunResult run;
+  run.config.device = zob::DeviceKind::cuda;
+  run.config.repeats = rounds;
+  for (int k = 0; k < rounds; ++k) {
+    run.rounds.push_back({arm(zob::Arm::registered, fast_s, 4),
+                          arm(zob::Arm::unregistered, slow_s * uniform(0.9, 1.1), 4)});
+  }
+  for (zob::Arm a : run.config.arms) run.arms.push_back(zob::combine_rounds(zob::runs_of(run, a)));
+  return run;
+}
+
+TEST(DeepSpeedGap, UnregisteredStepLosesTheMedianSavingWithItsInterval) {
+  const double fast = uniform(0.2, 2.0), slow = fast * uniform(2.0, 3.0);
+  zob::RunResult run = run_of(5, fast, slow);
+  run.config.deepspeed_step_s = slow * uniform(1.2, 2.0);  // DeepSpeed's step is longer
+  run.config.deepspeed_arm = zob::Arm::unregistered;
+  const auto v = zob::verdicts(run).front();
+  ASSERT_TRUE(v.saved_median && v.saved_low && v.saved_high);
+  const auto p = zob::project_user_step(run);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->projected_arm, zob::Arm::registered);
+  EXPECT_DOUBLE_EQ(p->projected_s, run.config.deepspeed_step_s - *v.saved_median);
+  EXPECT_LE(*p->saved_low, p->saved_s);
+  EXPECT_GE(*p->saved_high, p->saved_s);
+  const std::string text = zob::render_projection(run);
+  EXPECT_NE(text.find(fmt::format("would be {:.3f} s", p->projected_s)), std::string::npos) << text;
+  EXPECT_NE(text.find("assumes"), std::string::npos);
+  EXPECT_EQ(zob::projection_json(run)["projected_arm"], "registered");
+}
+
+TEST(DeepSpeedGap, RegisteredStepGainsTheSavingBack) {
+  const double fast = uniform(0.2, 2.0), slow = fast * uniform(2.0, 3.0);
+  zob::RunResult run = run_of(1, fast, slow);
+  run.config.deepspeed_step_s = fast * uniform(1.2, 2.0);
+  run.config.deepspeed_arm = zob::Arm::registered;
+  const auto p = zob::project_user_step(run);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->projected_arm, zob::Arm::unregistered);
+  EXPECT_NEAR(p->projected_s,
+              run.config.deepspeed_step_s + (run.arms[1].step_avg_s - run.arms[0].step_avg_s),
+              1e-12);
+  EXPECT_NE(zob::render_projection(run).find("one round, no interval"), std::string::npos);
+}
+
+TEST(DeepSpeedGap, SavingLargerThanTheUsersStepIsNoProjection) {
+  zob::RunResult run = run_of(1, 1.0, 3.0);
+  run.config.deepspeed_step_s = uniform(0.5, 1.5);  // less than the ~2 s saved
+  run.config.deepspeed_arm = zob::Arm::unregistered;
+  const auto p = zob::project_user_step(run);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(p->meaningful);
+  EXPECT_NE(zob::render_projection(run).find("projection: none"), std::string::npos);
+  EXPECT_TRUE(zob::projection_json(run)["projected_s"].is_null());
+}
+
+TEST(DeepSpeedGap, NoStepGivenNoProjection) {
+  zob::RunResult run = run_of(1, 1.0, 2.0);
+  EXPECT_FALSE(zob::project_user_step(run).has_value());
+  EXPECT_EQ(zob::render_projection(run), "");
+}
+
+}  // namespace
