@@ -16,6 +16,7 @@
 #include "report/glance.hpp"
 #include "report/json_util.hpp"
 #include "report/plot.hpp"
+#include "report/settings.hpp"
 #include "report/verdict.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
@@ -319,16 +320,18 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   add_run_details(j, run);
   j["registration_applicable"] = registration_applicable(run);
   j["verdicts"] = verdicts_json(run);
+  j["settings"] = settings_json(run);
   return j;
 }
 
 std::string render_stdout(const RunResult& run) {
   // The Python script's lines keep their form and order (table, speedup, DRIVERRESULT); the
   // "# " header and the phase and registration sections are additions around them.
-  // The verdict comes last before DRIVERRESULT: the line a reader looks for.
+  // The verdict comes last before DRIVERRESULT (the line a reader looks for), followed only
+  // by the settings that act on it.
   return render_environment_header(run) + render_table(run) + render_phase_section(run) +
          render_phase_bars(run) + render_rank_section(run) + render_registration_lines(run) +
-         render_verdict_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
+         render_verdict_lines(run) + render_settings_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
 }
 
 std::vector<std::string> write_run_files(const RunResult& run) {
