@@ -304,8 +304,12 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
                                 {"sub_group_size", point.sub_group_size}};
     const RunResult part = point_result(run, point);
     // Compact: the top-level arms hold every field of the first configuration; a sweep of
-    // many configurations would otherwise repeat them all (16.7 KB for four).
-    for (const auto& a : point.arms) e[arm_key(c, a.arm)] = sweep_arm_json(part, a);
+    // many configurations would otherwise repeat them all (16.7 KB for four). Without a sweep
+    // the one entry names no arms at all: they are the top-level ones, and repeating them
+    // doubled a two-arm DRIVERRESULT (~15 KB).
+    if (!run.sweep.empty()) {
+      for (const auto& a : point.arms) e[arm_key(c, a.arm)] = sweep_arm_json(part, a);
+    }
     const auto ps = speedup(part);
     e["speedup"] = ps ? finite_or_null(*ps) : nlohmann::json(nullptr);
     sweep.push_back(std::move(e));
