@@ -16,7 +16,7 @@ name="$model-b$batch-s$seq"
 mkdir -p "$out/$name"
 . "$bundle/env.sh"
 cmd=("$bundle/zero3-offload-bench" --device cuda --offload-param --schedule deepspeed --model "$model"
-     --batch "$batch" --seq "$seq" --warmup 2 --steps 4 --arms registered,unregistered
+     --batch "$batch" --seq "$seq" --warmup 2 --steps 4 --repeats 1 --arms registered,unregistered
      --json "$out/$name/tool.json")
 { echo "\$ ${cmd[*]}"; s=$SECONDS; "${cmd[@]}" 2>&1; echo "exit code: $?  wall: $((SECONDS - s)) s"; } \
   > "$out/$name/tool.txt"

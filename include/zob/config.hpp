@@ -72,6 +72,21 @@ struct ModelShape {
   bool decoder() const { return !name.empty(); }
 };
 
+// --repeats / --warmup / --steps on an accelerator (cuda, xpu) when the command line leaves
+// them out (issue 26): interleaved rounds, so that the default answer is a median with an
+// interval, not one draw. From the recorded H200 runs
+// (results/h200/2026-12-02-default-rounds): the per-round speedup moves by ~10 % from round to
+// round, as much as one step's own noise, so rounds are worth more than steps; each arm run
+// costs 1.1-2.2 s besides its steps, so 3 rounds of 1 warmup + 1 timed step take 14-18 s
+// (1 + 2 steps up to 21.5 s, 4 rounds up to 24 s; the budget is 20 s). One warmup step is
+// enough: the second step already runs at the steady time. The CPU device keeps RunConfig's
+// own one round of 2 + 4: registration does not exist there, so its verdict is "not
+// applicable" however many rounds run, and its default model already takes minutes.
+struct RoundPlan {
+  int repeats, warmup, steps;
+};
+inline constexpr RoundPlan kAcceleratorRounds{3, 1, 1};
+
 struct RunConfig {
   ModelShape model;
   std::int64_t batch = 4;
@@ -112,6 +127,12 @@ struct RunConfig {
   Compat compat = Compat::v1;   // --compat
   bool dry_run = false;         // --dry-run: print the plan and the pre-flight verdict, run nothing
   bool ablate_register = false; // --ablate-register (v2): also the pinned-unregistered arm
+  // Which of --repeats / --warmup / --steps the command line left to the device: the driver
+  // gives them kAcceleratorRounds once the probe has named an accelerator
+  // (apply_device_round_defaults). Set by the CLI only; not part of the JSON hand-over.
+  struct LeftToDevice {
+    bool repeats = false, warmup = false, steps = false;
+  } left_to_device;
 
   std::int64_t tokens() const { return batch * seq; }  // one rank's micro-batch
   // Tokens one step of the arm trains: every rank trains its own micro-batch (data parallel).
@@ -145,6 +166,10 @@ void from_json(const nlohmann::json&, RunConfig&);
 // --threads not given (threads 0) with one rank: one per --cpu-affinity CPU, else per CPU
 // available. Several ranks keep 0: each rank runs one thread per CPU of its slice.
 void resolve_default_threads(RunConfig& config);
+// The device's round plan for what left_to_device names, once `device` is resolved: on cuda
+// and xpu kAcceleratorRounds' values, on the CPU device the RunConfig defaults as they are.
+// Clears left_to_device. (src/common/round_defaults.cpp)
+void apply_device_round_defaults(RunConfig& config);
 // Every check of the command line on a RunConfig however it was built (the CLI's, and the
 // child's re-check of the config it receives): the flags' ranges (zob/run_flags.hpp), the
 // combinations not implemented, the CPU list against the allowed CPUs, and byte counts that

@@ -24,10 +24,11 @@ nlohmann::json to_json(const Summary&);
 
 // A distribution-free interval for the median of `values` (e.g. per-round speedups):
 // with n >= 6 the order-statistic interval with >= 95 % coverage (binomial), otherwise the
-// min..max range. `method` names which one was used.
+// min..max range. `method` names which one was used; `confidence` is the interval's true
+// coverage either way (the range of n values: 1 - 2 / 2^n; 0 for a single value).
 struct MedianInterval {
   double median = 0, low = 0, high = 0;
-  double confidence = 0;  // coverage of [low, high] for the median; 0 for "range"
+  double confidence = 0;  // probability that [low, high] covers the median
   std::string method;     // "order-statistics" or "range"
 };
 MedianInterval median_interval(std::vector<double> values);

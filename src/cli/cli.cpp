@@ -144,6 +144,7 @@ CliCommand run_command(const RunOptions& o) {
   // The default schedule is deepspeed for every rank count (what a DeepSpeed user sees).
   if (!o.given("--schedule")) c.schedule = Schedule::deepspeed;
   if (!cmd.threads_given) resolve_default_threads(c);
+  c.left_to_device = {!o.given("--repeats"), !o.given("--warmup"), !o.given("--steps")};
   validate_run_config(c);
   if (o.on("--list-devices")) {
     cmd.kind = CliCommand::Kind::list_devices;

@@ -57,6 +57,12 @@ std::string number(T v) {
 
 const RunConfig kDefaults{};
 
+// --repeats / --warmup / --steps: the CPU device's default (RunConfig's) and the accelerators'
+// (kAcceleratorRounds, applied once the probe has named the device).
+std::string device_default(int cpu, int accelerator) {
+  return fmt::format("{} on cpu, {} on cuda/xpu", cpu, accelerator);
+}
+
 // The table. Help texts and value names are those --help prints; doc_default is the
 // "default" column of docs/usage.md.
 const RunFlag kRunFlags[] = {
@@ -87,14 +93,16 @@ const RunFlag kRunFlags[] = {
      [](const RunConfig& c) -> std::int64_t { return c.seq; },
      [](RunConfig& c, std::int64_t v) { c.seq = v; }, nullptr,
      [] { return number(kDefaults.seq); }},
-    {"--steps", "N", "timed steps per arm (>= 1)", "4", FlagKind::integer, 1, limits::steps, 1,
-     [](const RunConfig& c) -> std::int64_t { return c.steps; },
+    {"--steps", "N", "timed steps per arm run (>= 1)",
+     device_default(kDefaults.steps, kAcceleratorRounds.steps), FlagKind::integer, 1, limits::steps,
+     1, [](const RunConfig& c) -> std::int64_t { return c.steps; },
      [](RunConfig& c, std::int64_t v) { c.steps = static_cast<int>(v); }, nullptr,
-     [] { return number(kDefaults.steps); }},
-    {"--warmup", "N", "untimed steps before them (>= 0)", "2", FlagKind::integer, 0, limits::steps,
-     0, [](const RunConfig& c) -> std::int64_t { return c.warmup; },
+     [] { return device_default(kDefaults.steps, kAcceleratorRounds.steps); }},
+    {"--warmup", "N", "untimed steps before them (>= 0)",
+     device_default(kDefaults.warmup, kAcceleratorRounds.warmup), FlagKind::integer, 0,
+     limits::steps, 0, [](const RunConfig& c) -> std::int64_t { return c.warmup; },
      [](RunConfig& c, std::int64_t v) { c.warmup = static_cast<int>(v); }, nullptr,
-     [] { return number(kDefaults.warmup); }},
+     [] { return device_default(kDefaults.warmup, kAcceleratorRounds.warmup); }},
     {"--vocab", "N", "vocabulary size", "32000", FlagKind::integer, 1, limits::vocab, 1,
      [](const RunConfig& c) -> std::int64_t { return c.model.vocab; },
      [](RunConfig& c, std::int64_t v) { c.model.vocab = v; }, nullptr,
@@ -206,11 +214,11 @@ const RunFlag kRunFlags[] = {
                     : static_cast<int>(parse_integer_flag("--gpus", text, 1, limits::gpus));
      },
      [] { return number(kDefaults.gpus); }},
-    {"--repeats", "N", "rounds of all arms, interleaved, each a fresh process", "1",
-     FlagKind::integer, 1, limits::repeats, 1,
-     [](const RunConfig& c) -> std::int64_t { return c.repeats; },
+    {"--repeats", "N", "rounds of all arms, interleaved, each a fresh process",
+     device_default(kDefaults.repeats, kAcceleratorRounds.repeats), FlagKind::integer, 1,
+     limits::repeats, 1, [](const RunConfig& c) -> std::int64_t { return c.repeats; },
      [](RunConfig& c, std::int64_t v) { c.repeats = static_cast<int>(v); }, nullptr,
-     [] { return number(kDefaults.repeats); }},
+     [] { return device_default(kDefaults.repeats, kAcceleratorRounds.repeats); }},
     {"--trace", "FILE", "write a Chrome trace (Perfetto) of every arm run here", "none",
      FlagKind::output_file, 0, 0, 0, nullptr, nullptr,
      [](RunConfig& c, const std::string& text) { c.trace_path = text; }, nullptr},

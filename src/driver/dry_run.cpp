@@ -53,7 +53,13 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
     verdict = e.what();
     ok = false;
   }
-  const std::string shown = ok ? verdict : "refused: " + (verdict.rfind("pre-flight: ", 0) == 0 ? verdict.substr(12) : verdict);
+  const std::string reason = verdict.rfind("pre-flight: ", 0) == 0 ? verdict.substr(12) : verdict;
+  // With --skip-preflight nothing would be refused: the run goes ahead, so say so and show what
+  // the check would have said.
+  const std::string shown = ok                       ? verdict
+                            : config.skip_preflight ? "skipped by --skip-preflight (the check "
+                                                      "would refuse: " + reason + ")"
+                                                    : "refused: " + reason;
   const std::string model = model_name(config.model);
   std::string out = "dry run: nothing allocated, no arm started\n";
   out += fmt::format("model: {}, {} params ({:.3f} B); {}\n", model, layout.total,
@@ -91,8 +97,10 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
                   {"host_pageable_bytes", plan.host_pageable_bytes},
                   {"device_bytes", plan.device_bytes},
                   {"arms", arms}}},
-        {"preflight", {{"ok", ok}, {"message", ok ? nlohmann::ordered_json(nullptr)
-                                                  : nlohmann::ordered_json(verdict)}}}};
+        {"preflight", {{"ok", ok},
+                       {"skipped", config.skip_preflight},
+                       {"message", ok ? nlohmann::ordered_json(nullptr)
+                                      : nlohmann::ordered_json(verdict)}}}};
     write_file_atomically(config.json_path, j.dump(2) + "\n");
     std::fprintf(stderr, "zero3-offload-bench: wrote the dry run's plan to %s\n", config.json_path.c_str());
   }

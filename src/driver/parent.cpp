@@ -247,6 +247,8 @@ int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const
   resolved = config;
   resolved.device = parse_device_kind(info.backend);
   run.config.device = resolved.device;
+  apply_device_round_defaults(resolved);  // what the report says, and what runs
+  apply_device_round_defaults(run.config);
   if (resolved.gpus == 0) run.config.gpus = resolved.gpus = answer.value("device_count", 1);
   if (config.gpus == 0) {  // --gpus all: the checks and the default --threads for the real count
     resolve_default_threads(resolved);

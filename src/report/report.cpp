@@ -16,6 +16,7 @@
 #include "report/glance.hpp"
 #include "report/json_util.hpp"
 #include "report/plot.hpp"
+#include "report/settings.hpp"
 #include "report/verdict.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
@@ -303,8 +304,12 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
                                 {"sub_group_size", point.sub_group_size}};
     const RunResult part = point_result(run, point);
     // Compact: the top-level arms hold every field of the first configuration; a sweep of
-    // many configurations would otherwise repeat them all (16.7 KB for four).
-    for (const auto& a : point.arms) e[arm_key(c, a.arm)] = sweep_arm_json(part, a);
+    // many configurations would otherwise repeat them all (16.7 KB for four). Without a sweep
+    // the one entry names no arms at all: they are the top-level ones, and repeating them
+    // doubled a two-arm DRIVERRESULT (~15 KB).
+    if (!run.sweep.empty()) {
+      for (const auto& a : point.arms) e[arm_key(c, a.arm)] = sweep_arm_json(part, a);
+    }
     const auto ps = speedup(part);
     e["speedup"] = ps ? finite_or_null(*ps) : nlohmann::json(nullptr);
     sweep.push_back(std::move(e));
@@ -319,16 +324,18 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   add_run_details(j, run);
   j["registration_applicable"] = registration_applicable(run);
   j["verdicts"] = verdicts_json(run);
+  j["settings"] = settings_json(run);
   return j;
 }
 
 std::string render_stdout(const RunResult& run) {
   // The Python script's lines keep their form and order (table, speedup, DRIVERRESULT); the
   // "# " header and the phase and registration sections are additions around them.
-  // The verdict comes last before DRIVERRESULT: the line a reader looks for.
+  // The verdict comes last before DRIVERRESULT (the line a reader looks for), followed only
+  // by the settings that act on it.
   return render_environment_header(run) + render_table(run) + render_phase_section(run) +
          render_phase_bars(run) + render_rank_section(run) + render_registration_lines(run) +
-         render_verdict_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
+         render_verdict_lines(run) + render_settings_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
 }
 
 std::vector<std::string> write_run_files(const RunResult& run) {

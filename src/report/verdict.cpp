@@ -58,6 +58,13 @@ std::vector<std::pair<double, double>> round_medians(const RunResult& run, Arm s
   return out;
 }
 
+// ", 94 % coverage": how likely the interval holds the true median (the range of 5 rounds
+// covers it with 1 - 2/2^5), so that "3 rounds" and "20 rounds" do not read alike.
+std::string coverage_text(const Verdict& v) {
+  if (!v.confidence) return "";
+  return fmt::format(", {:.0f} % coverage", *v.confidence * 100);
+}
+
 std::string sentence(const RunConfig& c, const Verdict& v, double slow_avg) {
   const std::string change = change_of(c, v.slow, v.fast);
   if (!v.applicable) {
@@ -68,9 +75,9 @@ std::string sentence(const RunConfig& c, const Verdict& v, double slow_avg) {
   }
   if (v.rounds >= 2 && v.median && v.low && v.high && *v.low <= 1.0 && *v.high >= 1.0) {
     return fmt::format(
-        "inconclusive: {} gives {:.2f}x (median over {} rounds), but the interval {:.2f}-{:.2f} "
-        "includes 1.0; raise --repeats",
-        change, *v.median, v.rounds, *v.low, *v.high);
+        "inconclusive: {} gives {:.2f}x (median over {} rounds{}), but the interval "
+        "{:.2f}-{:.2f} includes 1.0; raise --repeats",
+        change, *v.median, v.rounds, coverage_text(v), *v.low, *v.high);
   }
   const double shown = v.median ? *v.median : v.ratio;
   const bool saves = shown >= 1.0;
@@ -78,8 +85,8 @@ std::string sentence(const RunConfig& c, const Verdict& v, double slow_avg) {
   std::string text = fmt::format("{} {} {} per step ({:.0f} %) on this machine: {:.2f}x", change,
                                  saves ? "saves" : "costs", duration_text(v.saved_s), pct, shown);
   if (v.rounds >= 2 && v.low && v.high) {
-    text +=
-        fmt::format(" (median; interval {:.2f}-{:.2f} over {} rounds)", *v.low, *v.high, v.rounds);
+    text += fmt::format(" (median; interval {:.2f}-{:.2f} over {} rounds{})", *v.low, *v.high,
+                        v.rounds, coverage_text(v));
   } else {
     text += " (one round, no interval: --repeats 5 says whether it holds)";
   }
@@ -109,6 +116,7 @@ std::optional<Verdict> compare_pair(const RunResult& run, Arm slow, Arm fast) {
     v.median = m.median;
     v.low = m.low;
     v.high = m.high;
+    v.confidence = m.confidence;
     v.conclusive = v.applicable && (m.low > 1.0 || m.high < 1.0);
     const MedianInterval ms = median_interval(saved);
     v.saved_median = ms.median;
@@ -175,6 +183,7 @@ nlohmann::ordered_json verdicts_json(const RunResult& run) {
                    {"ratio_median", number(v.median)},
                    {"interval_low", number(v.low)},
                    {"interval_high", number(v.high)},
+                   {"interval_confidence", number(v.confidence)},
                    {"rounds", v.rounds},
                    {"saved_s", finite_or_null(v.saved_s)}});
   }

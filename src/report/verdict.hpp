@@ -20,9 +20,10 @@ struct Verdict {
   bool conclusive = false;       // an interval over >= 2 rounds that excludes 1.0
   double ratio = 0;              // slow avg / fast avg (the table's speedup)
   std::optional<double> median;  // median of the per-round ratios (--repeats >= 2)
-  std::optional<double> low, high;  // its interval
-  std::size_t rounds = 0;           // rounds in which both arms completed
-  double saved_s = 0;               // slow avg - fast avg, seconds per step
+  std::optional<double> low, high;   // its interval
+  std::optional<double> confidence;  // the interval's coverage of the median (0.9375: 5 rounds)
+  std::size_t rounds = 0;            // rounds in which both arms completed
+  double saved_s = 0;                // slow avg - fast avg, seconds per step
   // The per-round seconds saved (slow median - fast median), with --repeats >= 2.
   std::optional<double> saved_median, saved_low, saved_high;
 };

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -172,10 +173,15 @@ inline const std::vector<std::string> kSmall{
     "--device", "cpu", "--hidden", "64",  "--layers", "2", "--batch",  "2",
     "--seq",    "16",  "--vocab",  "512", "--steps",  "2", "--warmup", "1"};
 
+// On an accelerator --repeats defaults to several rounds; the small workload keeps one
+// unless `extra` asks for more, as it fixes --steps and --warmup.
 inline std::vector<std::string> small(std::vector<std::string> extra = {},
                                       const std::string& device = "cpu") {
   auto args = kSmall;
   args[1] = device;
+  if (device != "cpu" && std::find(extra.begin(), extra.end(), "--repeats") == extra.end()) {
+    args.insert(args.end(), {"--repeats", "1"});
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }

@@ -47,9 +47,11 @@ std::string fmt_ratio(double v) {
   return buf;
 }
 
-// The `verdict:` lines, which must come last before DRIVERRESULT.
+// The `verdict:` lines, which must come last before DRIVERRESULT but for the `settings:`
+// lines that follow them.
 std::vector<std::string> verdict_lines(const std::string& out) {
-  const auto lines = lines_before_driverresult(out);
+  auto lines = lines_before_driverresult(out);
+  while (!lines.empty() && lines.back().rfind("settings: ", 0) == 0) lines.pop_back();
   std::vector<std::string> verdicts;
   std::size_t first = lines.size();
   for (std::size_t i = 0; i < lines.size(); ++i) {
@@ -182,7 +184,7 @@ TEST(Glance, VerdictWithRepeatsShowsTheMedianAndTheIntervalOrSaysInconclusive) {
       EXPECT_EQ(v.at("conclusive"), true);
       EXPECT_NE(text.find(median >= 1 ? " saves " : " costs "), std::string::npos) << text;
       EXPECT_NE(text.find(fmt_ratio(median) + "x (median; interval " + fmt_ratio(low) + "-" +
-                          fmt_ratio(high) + " over 2 rounds)"),
+                          fmt_ratio(high) + " over 2 rounds, 50 % coverage)"),
                 std::string::npos)
           << text;
     }

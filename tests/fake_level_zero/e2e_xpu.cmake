@@ -3,7 +3,7 @@
 # The fake runs the plugin's SPIR-V on PoCL: xpu and cpu are two implementations, so the
 # per-step losses must agree within the tolerance scripts/cuda-vs-cpu-loss uses for CUDA
 # (GEMM summation order differs), while the two xpu arms must agree bit for bit.
-set(flags --hidden 64 --layers 2 --batch 2 --seq 16 --vocab 512 --steps 2 --warmup 1)
+set(flags --hidden 64 --layers 2 --batch 2 --seq 16 --vocab 512 --steps 2 --warmup 1 --repeats 1)
 
 function(run_arm device out_json out_rc out_text)
   if(NOT KERNELS)

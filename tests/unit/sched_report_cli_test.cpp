@@ -206,7 +206,15 @@ TEST(SchedReport, SweepTablesAndJson) {
   RunResult plain;
   plain.arms = run.sweep[0].arms;
   EXPECT_EQ(render_table(plain).find("chunk_elems="), std::string::npos);
-  EXPECT_EQ(driver_result_json(plain).at("sweep").size(), 1u);
+  const auto plain_doc = driver_result_json(plain);
+  EXPECT_EQ(plain_doc.at("sweep").size(), 1u);
+  // ... and that entry does not repeat the arms the top level already holds (issue 26: a
+  // two-arm DRIVERRESULT was twice its size).
+  for (const char* arm : {"registered", "unregistered"}) {
+    EXPECT_TRUE(plain_doc.contains(arm)) << arm;
+    EXPECT_FALSE(plain_doc.at("sweep")[0].contains(arm)) << arm;
+  }
+  EXPECT_TRUE(plain_doc.at("sweep")[0].contains("speedup"));
 }
 
 TEST(SchedReport, ArmResultRoundTripKeepsTheNewFields) {

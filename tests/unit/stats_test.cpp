@@ -62,6 +62,21 @@ TEST(Stats, MedianIntervalUsesRangeForFewValuesAndOrderStatisticsForMany) {
   EXPECT_EQ(m.high, 15.0);
 }
 
+// The range of n values misses the median only when all n fall on one side of it:
+// probability 2 / 2^n. Issue 26: 5 rounds reported confidence 0 although they cover 93.75 %.
+TEST(Stats, TheRangeOfFewValuesReportsItsTrueCoverage) {
+  EXPECT_DOUBLE_EQ(zob::median_interval({1.0}).confidence, 0.0);
+  EXPECT_DOUBLE_EQ(zob::median_interval({1.0, 2.0}).confidence, 0.5);
+  EXPECT_DOUBLE_EQ(zob::median_interval({3.0, 1.0, 2.0}).confidence, 0.75);
+  const auto five = zob::median_interval({2.9, 2.6, 3.2, 2.8, 3.0});
+  EXPECT_EQ(five.method, "range");
+  EXPECT_DOUBLE_EQ(five.confidence, 0.9375);
+  // Six values: the same pair (min, max), now the 95 % order-statistics interval.
+  const auto six = zob::median_interval({1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(six.method, "order-statistics");
+  EXPECT_DOUBLE_EQ(six.confidence, 1 - 2.0 / 64);
+}
+
 TEST(Stats, PhasesSkipWarmupAndComputeBandwidth) {
   zob::ArmResult arm;
   arm.warmup = 1;

@@ -83,7 +83,7 @@ TEST(Verdict, ConclusiveRoundsGiveTheMedianAndTheInterval) {
       "Registering the offload buffers saves " + two(saved) + " s per step (" +
       std::to_string(static_cast<int>(std::lround(100 * saved / run.arms[1].step_avg_s))) +
       " %) on this machine: " + two(m.median) + "x (median; interval " + two(m.low) + "-" +
-      two(m.high) + " over 6 rounds)";
+      two(m.high) + " over 6 rounds, 97 % coverage)";
   EXPECT_EQ(v[0].text, want);
   EXPECT_NE(zob::render_verdict_lines(run).find("verdict: " + want + "\n"), std::string::npos);
 }
@@ -97,8 +97,8 @@ TEST(Verdict, AnIntervalAcrossOneIsInconclusive) {
   EXPECT_FALSE(v[0].conclusive);
   EXPECT_EQ(
       v[0].text.rfind("inconclusive: Registering the offload buffers gives " + two(*v[0].median) +
-                          "x (median over 3 rounds), but the interval " + two(*v[0].low) + "-" +
-                          two(*v[0].high) + " includes 1.0; raise --repeats",
+                          "x (median over 3 rounds, 75 % coverage), but the interval " +
+                          two(*v[0].low) + "-" + two(*v[0].high) + " includes 1.0; raise --repeats",
                       0),
       0u)
       << v[0].text;

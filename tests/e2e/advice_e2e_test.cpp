@@ -1,0 +1,166 @@
+// The real binary, issue 26 ("a default answer with its error bar, the settings to act on it"):
+// the default rounds per device (several on an accelerator, one on the CPU device), the
+// verdict's interval and its coverage, the settings lines after the verdict and in
+// DRIVERRESULT, the compact sweep entry, and --dry-run --skip-preflight's pre-flight line.
+#include <gtest/gtest.h>
+#include <sys/prctl.h>
+
+#include <string>
+#include <vector>
+
+#include "e2e_support.hpp"
+
+namespace {
+
+using namespace zob_e2e;
+
+// The small workload without --steps / --warmup / --repeats: what the device's defaults give.
+std::vector<std::string> bare(const std::string& device, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"--device", device, "--hidden", "64", "--layers", "2",
+                                "--batch",  "2",    "--seq",    "16", "--vocab",  "512"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::vector<std::string> lines_starting(const std::string& out, const std::string& prefix) {
+  std::vector<std::string> found;
+  for (const auto& l : lines_of(out)) {
+    if (l.rfind(prefix, 0) == 0) found.push_back(l);
+  }
+  return found;
+}
+
+// The CPU device keeps one round of 2 warmup + 4 timed steps, and its settings say there is
+// nothing to set; the sweep entry does not repeat the arms.
+TEST(Advice, TheCpuDeviceKeepsOneRoundAndHasNoSettings) {
+  for (const char* device : {"cpu", "auto"}) {  // no accelerator here: auto is the CPU device
+    const Result r = run_bench(bare(device));
+    expect_no_leftovers();
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto j = driver_result(r.out);
+    EXPECT_EQ(j.at("repeats"), 1) << device;
+    EXPECT_EQ(j.at("workload").at("steps"), 4) << device;
+    EXPECT_EQ(j.at("workload").at("warmup"), 2) << device;
+    const auto settings = lines_starting(r.out, "settings: ");
+    ASSERT_EQ(settings.size(), 1u) << r.out;
+    EXPECT_NE(settings[0].find("nothing is registered on the CPU device"), std::string::npos);
+    EXPECT_EQ(j.at("settings").at("device"), "cpu");
+    EXPECT_TRUE(j.at("settings").at("arm").is_null());
+    ASSERT_EQ(j.at("sweep").size(), 1u);
+    EXPECT_FALSE(j["sweep"][0].contains("registered"));
+  }
+}
+
+// --dry-run --skip-preflight: the run would go ahead, so the pre-flight line does not say
+// "refused"; without --skip-preflight it does, and exits 2.
+TEST(Advice, DryRunWithSkipPreflightDoesNotSayRefused) {
+  const std::vector<std::string> huge{"--device", "cpu",  "--hidden", "65536",
+                                      "--layers", "1000", "--dry-run"};
+  const Result refused = run_bench(huge);
+  EXPECT_EQ(refused.rc, 2) << refused.err;
+  ASSERT_EQ(lines_starting(refused.out, "pre-flight: refused: ").size(), 1u) << refused.out;
+  auto skip = huge;
+  skip.push_back("--skip-preflight");
+  const Result r = run_bench(skip);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.find("refused"), std::string::npos) << r.out;
+  EXPECT_EQ(lines_starting(r.out,
+                           "pre-flight: skipped by --skip-preflight (the check would "
+                           "refuse: ")
+                .size(),
+            1u)
+      << r.out;
+}
+
+#ifdef ZOB_FAKE_ZE_DRIVER
+const Env kXpu{{"ZE_ENABLE_ALT_DRIVERS", ZOB_FAKE_ZE_DRIVER}};
+
+// On an accelerator (the fake Level Zero driver) the default is 3 rounds of 1 + 1 steps; the
+// verdict's first line gives the median, the interval and its coverage (3 rounds: 75 %);
+// the settings follow the arm that won.
+TEST(Advice, AnAcceleratorDefaultsToRoundsWithAnIntervalAndSettings) {
+  const Result r = run_bench(bare("xpu"), kXpu, nullptr, 180);
+  expect_no_leftovers();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = driver_result(r.out);
+  EXPECT_EQ(j.at("repeats"), 3);
+  EXPECT_EQ(j.at("workload").at("steps"), 1);
+  EXPECT_EQ(j.at("workload").at("warmup"), 1);
+  EXPECT_EQ(j.at("registered").at("steps"), 1);  // v1's key: timed steps per arm run
+  const auto v = j.at("verdicts").at(0);
+  EXPECT_EQ(v.at("rounds"), 3);
+  EXPECT_DOUBLE_EQ(v.at("interval_confidence").get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(j.at("speedup_interval").at("confidence").get<double>(), 0.75);
+  const auto verdicts = lines_starting(r.out, "verdict: ");
+  ASSERT_FALSE(verdicts.empty()) << r.out;
+  EXPECT_NE(verdicts[0].find("3 rounds, 75 % coverage"), std::string::npos) << verdicts[0];
+  // The settings: the arm the verdict's median favours, in DeepSpeed's terms for xpu.
+  const double shown = v.at("ratio_median");
+  const std::string won = shown >= 1.0 ? v.at("fast") : v.at("slow");
+  const auto& s = j.at("settings");
+  EXPECT_EQ(s.at("arm"), won);
+  EXPECT_EQ(s.at("device"), "xpu");
+  const auto printed = lines_starting(r.out, "settings: ");
+  ASSERT_EQ(printed.size(), s.at("lines").size()) << r.out;
+  for (std::size_t i = 0; i < printed.size(); ++i) {
+    EXPECT_EQ(printed[i], "settings: " + s["lines"][i].get<std::string>());
+  }
+  if (won == "registered") {
+    EXPECT_EQ(s.at("deepspeed_has_it"), false);
+    EXPECT_NE(printed[0].find("deepspeedai/DeepSpeed#8315"), std::string::npos) << printed[0];
+  } else {
+    EXPECT_EQ(s.at("env").at("DS_PIN_MEMORY_BACKEND"), "native");
+    EXPECT_GT(s.at("memlock_bytes").get<long long>(), 0);
+  }
+}
+
+// --repeats 1 stays for a quick look and says it has no interval; a given --steps is kept
+// while the rounds stay the device's.
+TEST(Advice, RepeatsOneIsAQuickLookAndGivenStepsAreKept) {
+  const Result quick = run_bench(bare("xpu", {"--repeats", "1"}), kXpu, nullptr, 120);
+  ASSERT_EQ(quick.rc, 0) << quick.err;
+  const auto q = driver_result(quick.out);
+  EXPECT_EQ(q.at("repeats"), 1);
+  EXPECT_TRUE(q.at("verdicts").at(0).at("interval_confidence").is_null());
+  EXPECT_NE(quick.out.find("(one round, no interval"), std::string::npos) << quick.out;
+  const Result steps = run_bench(bare("xpu", {"--steps", "2"}), kXpu, nullptr, 180);
+  ASSERT_EQ(steps.rc, 0) << steps.err;
+  const auto s = driver_result(steps.out);
+  EXPECT_EQ(s.at("repeats"), 3);
+  EXPECT_EQ(s.at("workload").at("steps"), 2);
+  EXPECT_EQ(s.at("workload").at("warmup"), 1);
+}
+
+// Each arm the tool has, as the first comparison's winner or loser on xpu: the settings always
+// name an arm of that comparison and match the device's rules.
+TEST(Advice, EveryArmPairOnXpuGetsSettingsForOneOfItsArms) {
+  for (const char* arms : {"registered,pageable", "registered,hostalloc"}) {
+    const Result r =
+        run_bench(bare("xpu", {"--repeats", "1", "--steps", "1", "--warmup", "1", "--arms", arms}),
+                  kXpu, nullptr, 120);
+    ASSERT_EQ(r.rc, 0) << arms << ": " << r.err;
+    const auto j = driver_result(r.out);
+    const auto& v = j.at("verdicts").at(0);
+    const std::string won = v.at("ratio").get<double>() >= 1.0 ? v.at("fast") : v.at("slow");
+    const auto& s = j.at("settings");
+    EXPECT_EQ(s.at("arm"), won) << arms;
+    if (won == "pageable") {
+      EXPECT_EQ(s.at("ds_config").at("zero_optimization.offload_optimizer.pin_memory"), false);
+    } else if (won == "hostalloc") {
+      EXPECT_EQ(s.at("env").at("DS_PIN_MEMORY_BACKEND"), "torch");
+    } else {
+      EXPECT_EQ(s.at("deepspeed_has_it"), false);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+// A subreaper, as the other e2e binaries: arm children orphaned by a failure become ours, so
+// expect_no_leftovers sees them.
+int main(int argc, char** argv) {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
