@@ -314,12 +314,12 @@ TEST(LevelZeroDevice, ElapsedTimeIsMaskedAndScaledByTimerResolution) {
   auto end = dev.create_event();
   dev.record(*start, Queue::h2d);
   dev.copy_to_device(Queue::h2d, d, host.data(), host.size());                 // 1 command
-  dev.fill_zero(Queue::h2d, d, 1024);                                          // 2
+  dev.fill_zero(Queue::h2d, d, 1024);  // a barrier orders it after the copy:     2, 3
   dev.cast_bf16_to_f32(static_cast<bf16*>(d), static_cast<float*>(d) + 512, 256, Queue::h2d);
-  // ^ on the h2d queue's kernel list: a barrier + wait to switch lists, then the kernel: 3, 4, 5
-  dev.record(*end, Queue::h2d);                                                // 6 (ends there)
+  // ^ on the h2d queue's kernel list: a barrier + wait to switch lists, then the kernel: 4, 5, 6
+  dev.record(*end, Queue::h2d);                                                // 7 (ends there)
   dev.event_synchronize(*end);
-  const double expected = 6 * 1000 / 19.2e6;
+  const double expected = 7 * 1000 / 19.2e6;
   EXPECT_NEAR(dev.elapsed_seconds(*start, *end), expected, 1e-12);
   dev.synchronize();
   dev.deallocate(d);

@@ -117,17 +117,27 @@ ze_event_handle_t LevelZeroDevice::internal_event() {
   return e;
 }
 
-// The list for the next op of queue q. When q moves between its copy list and its kernel
-// list, the new list waits for everything already on the old one.
+// The list for the next command of queue q, which the caller appends next. When q moves
+// between its copy list and its kernel list, the new list waits for everything already on
+// the old one. On one list, a barrier comes first when q appended there since the list's last
+// barrier: commands on a list may complete out of order (sum's two launches, the rotary
+// table's upload and the kernel reading it, a copy on the compute queue and the kernel after).
 ze_command_list_handle_t LevelZeroDevice::enter(Queue q, bool kernel) {
   Lane& lane = lanes_[static_cast<int>(q)];
   auto* target = kernel ? lane.kernel_list : lane.copy_list;
   if (lane.current != nullptr && lane.current != target) {
     auto* e = internal_event();
     ZE_CHECK(zeCommandListAppendBarrier(lane.current, e, 0, nullptr));
+    barrier_appended(lane.current);
     ZE_CHECK(zeCommandListAppendWaitOnEvents(target, 1, &e));
   }
   lane.current = target;
+  const unsigned queue_bit = 1u << static_cast<int>(q);
+  if ((unordered_[target] & queue_bit) != 0) {
+    ZE_CHECK(zeCommandListAppendBarrier(target, nullptr, 0, nullptr));
+    barrier_appended(target);
+  }
+  unordered_[target] |= queue_bit;
   return target;
 }
 
@@ -172,6 +182,7 @@ void LevelZeroDevice::record(DeviceEvent& event, Queue q) {
   lane.current = list;
   if (e.recorded) e.renew();
   ZE_CHECK_D(zeCommandListAppendBarrier(list, e.handle(), 0, nullptr), to_string(q));
+  barrier_appended(list);
   e.recorded = true;
 }
 
@@ -214,6 +225,7 @@ void LevelZeroDevice::synchronize() {
   for (auto* list : lists_) {
     auto* e = internal_event();
     ZE_CHECK(zeCommandListAppendBarrier(list, e, 0, nullptr));
+    barrier_appended(list);
     done.push_back(e);
   }
   for (auto* e : done)
@@ -306,9 +318,10 @@ void LevelZeroDevice::fill(bf16* x, float value, std::int64_t n) {
   launch_1d(Queue::compute, KernelId::fill_bf16, n, l0::kVec, {ZOB_ARG(x), ZOB_ARG(value), ZOB_ARG(n)});
 }
 
-// Two launches on the compute queue (in order): up to kSumGroups work-groups write partial
-// sums of contiguous chunks to the device's scratch buffer, one work-group adds them. The
-// group count and chunk depend only on n, so the summation order is fixed.
+// Two launches on the compute queue, a barrier between them (enter()): up to kSumGroups
+// work-groups write partial sums of contiguous chunks to the device's scratch buffer, one
+// work-group adds them. The group count and chunk depend only on n, so the summation order
+// is fixed.
 void LevelZeroDevice::sum(const bf16* x, std::int64_t n, float* result) {
   const std::int64_t groups =
       std::clamp<std::int64_t>((n + l0::kSumMinChunk - 1) / l0::kSumMinChunk, 1, l0::kSumGroups);

@@ -57,7 +57,7 @@ const float* LevelZeroDevice::rope_table(std::int64_t seq, std::int64_t head_dim
   ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
   ZE_CHECK_D(zeMemAllocDevice(shared_->context, &desc, bytes, 256, device_, &table.device),
              "rotary table, " + std::to_string(bytes) + " bytes");
-  // On the compute list, so every kernel appended after it sees the table.
+  // On the compute queue: the kernel reading it comes after a barrier (enter()).
   const ze_result_t r = zeCommandListAppendMemoryCopy(
       enter(Queue::compute, false), table.device, table.host.data(), bytes, nullptr, 0, nullptr);
   if (r != ZE_RESULT_SUCCESS) {

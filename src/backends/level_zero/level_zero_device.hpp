@@ -4,7 +4,10 @@
 // h2d and d2h copy on the copy-only group (one list shared when that group has a single
 // queue, as the main copy engine does) and run their kernels (the step's casts) on extra
 // compute lists; a queue that moves between its copy and kernel lists is kept in order by an
-// internal event. Timing: kernel-timestamp events, ticks masked to kernelTimestampValidBits
+// internal event. A list completes its commands in any order unless a barrier orders them
+// (the specification promises only that they start in order), so a queue's command on a list
+// that already holds one of the queue's commands since the list's last barrier is appended
+// after a barrier: each queue runs in order, as zob::Device requires. Timing: kernel-timestamp events, ticks masked to kernelTimestampValidBits
 // and scaled by timerResolution in Hz (ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES_1_2).
 // Registration: ZE_extension_external_memmap_sysmem when the driver reports it, else
 // ZEX_driver_import_host_pointer (verified with zexDriverGetHostPointerBaseAddress), else
@@ -125,6 +128,9 @@ class LevelZeroDevice final : public Device {
   void probe_registration();
   void release_all() noexcept;
   ze_command_list_handle_t enter(Queue q, bool kernel);  // caller holds mutex_
+  // After a barrier on `list` (appended or found there): nothing before it can reorder with
+  // what follows (caller holds mutex_).
+  void barrier_appended(ze_command_list_handle_t list) { unordered_[list] = 0; }
   ze_event_handle_t internal_event();
   void launch(Queue q, l0::KernelId id, std::array<std::uint32_t, 3> groups,
               const std::vector<std::pair<std::size_t, const void*>>& args);
@@ -147,6 +153,8 @@ class LevelZeroDevice final : public Device {
   std::vector<ze_module_handle_t> modules_;
   std::vector<ze_kernel_handle_t> kernels_;  // by KernelId
   std::vector<ze_event_handle_t> internal_in_flight_;
+  // Per list, the queues (bit 1 << Queue) that appended a command since its last barrier.
+  std::map<ze_command_list_handle_t, unsigned> unordered_;
   float* sum_partials_ = nullptr;  // sum()'s scratch: kSumGroups floats of device memory
 
   bool has_memmap_ = false;
