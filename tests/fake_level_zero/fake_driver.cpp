@@ -14,6 +14,10 @@
 //                              backend's own sum scratch, at creation, is the first)
 //   FAKE_ZE_NO_DEVICES=1       the driver reports no device
 //   FAKE_ZE_NO_COPY_ENGINE=1   only the compute queue group
+//   FAKE_ZE_COPY_ENGINES=2     the copy-only group has two queues (default one, as the
+//                              main copy engine): the backend gives device-to-host copies
+//                              their own list
+//   FAKE_ZE_SEED=N             the order in which a list completes its commands
 //   FAKE_ZE_TICKS_PER_COMMAND, FAKE_ZE_CLOCK_START, FAKE_ZE_COPY_DELAY_US,
 //   FAKE_ZE_HANG_SECONDS         see fake_queue.cpp
 //   FAKE_ZE_KERNELS=pocl|cpu     see fake_pocl.cpp
@@ -147,12 +151,18 @@ ze_result_t ZE_APICALL zexBase(ze_driver_handle_t d, void* ptr, void** base) {
   return ZE_RESULT_SUCCESS;
 }
 
+long copy_only_lists() { return g_live.copy_only_lists; }
+
 ze_result_t ZE_APICALL DriverGetExtensionFunctionAddress(ze_driver_handle_t, const char* name,
                                                          void** fn) {
   if (name == nullptr || fn == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   *fn = nullptr;
-  // A test hook: which executor runs kernels ("pocl" or "cpu").
+  // Test hooks: which executor runs kernels ("pocl" or "cpu"); how many live command lists
+  // are on the copy-only group (the backend makes a second for device-to-host copies when
+  // the group has two queues); holding every list's commands back (fake_queue.cpp).
   if (std::strcmp(name, "fakeZeKernelExecutor") == 0) *fn = reinterpret_cast<void*>(&kernel_executor);
+  if (std::strcmp(name, "fakeZeCopyOnlyLists") == 0) *fn = reinterpret_cast<void*>(&copy_only_lists);
+  if (std::strcmp(name, "fakeZeHoldLists") == 0) *fn = reinterpret_cast<void*>(&hold_lists);
   if (!env_flag("FAKE_ZE_NO_IMPORT")) {
     if (std::strcmp(name, zob::l0::kZexImportName) == 0) *fn = reinterpret_cast<void*>(&zexImport);
     if (std::strcmp(name, zob::l0::kZexReleaseName) == 0) *fn = reinterpret_cast<void*>(&zexRelease);
@@ -228,7 +238,7 @@ ze_result_t ZE_APICALL DeviceGetCommandQueueGroupProperties(
     if (*count >= 2 && groups == 2) {
       p[1].flags = ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY;
       p[1].maxMemoryFillPatternSize = 4;
-      p[1].numQueues = 1;
+      p[1].numQueues = copy_engine_count();
     }
     if (*count > groups) *count = groups;
   } else {
@@ -431,6 +441,7 @@ long long env_num(const char* name, long long fallback) {
   const char* v = std::getenv(name);
   return (v != nullptr && v[0] != '\0') ? std::atoll(v) : fallback;
 }
+std::uint32_t copy_engine_count() { return env_num("FAKE_ZE_COPY_ENGINES", 1) >= 2 ? 2 : 1; }
 ze_result_t complain(ze_result_t r, const std::string& what) {
   std::fprintf(stderr, "fake-ze: %s\n", what.c_str());
   return r;

@@ -1,8 +1,12 @@
 // The fake driver's command lists and events: asynchronous. Each immediate command list owns
-// a worker thread that executes its commands in submission order; an append returns at once.
-// A command first waits (on its worker) for the events it names, then runs, then signals its
-// event with the device-clock times it really started and ended. Host waits block until the
-// event is signaled. Strict where a real device would hang or race silently:
+// a worker thread; an append returns at once. As the specification allows (the "Execution
+// Barriers" section of the programming guide), commands start in submission order but
+// complete in any order unless a barrier or an event orders them: the worker starts a command
+// once the events it waits for are signaled, holds up to kInFlight started commands, and
+// completes them in an order shuffled by FAKE_ZE_SEED (default 1) and the list's id. A
+// barrier first completes everything started before it. A command signals its event with the
+// device-clock times it really started and ended; host waits block until the event is
+// signaled. Strict where a real device would hang or race silently:
 //  - a list destroyed with commands queued drops them (the caller never waited);
 //  - a wait on an event that is neither signaled nor the target of a queued signal is an
 //    error at append time (nothing will ever signal it);
@@ -10,16 +14,22 @@
 //    and the context is lost;
 //  - signaling an event that is still signaled (no reset since) loses the context: a waiter
 //    could not tell the two signals apart;
-//  - two commands on different lists touching the same bytes without an event ordering them
-//    lose the context (fake_race.cpp), as does freeing memory a queued command may still use.
+//  - two commands touching the same bytes without a barrier, an event or a host wait ordering
+//    them lose the context (fake_race.cpp), on one list or two, whatever order they ran in;
+//    so does freeing memory a queued command may still use.
 // A lost context answers ZE_RESULT_ERROR_DEVICE_LOST to every later append and wait.
 //
-// Switches: FAKE_ZE_TICKS_PER_COMMAND=N / FAKE_ZE_CLOCK_START=T (a deterministic clock: each
-// command takes N ticks), FAKE_ZE_COPY_DELAY_US=N (every copy sleeps N us before moving the
-// bytes, so a host that reads a result without waiting reads stale data), FAKE_ZE_HANG_SECONDS.
+// Switches: FAKE_ZE_SEED=N (the completion order), FAKE_ZE_TICKS_PER_COMMAND=N /
+// FAKE_ZE_CLOCK_START=T (a deterministic clock: each command takes N ticks),
+// FAKE_ZE_COPY_DELAY_US=N (every copy sleeps N us before moving the bytes, so a host that
+// reads a result without waiting reads stale data), FAKE_ZE_HANG_SECONDS,
+// FAKE_ZE_COPY_ENGINES=2 (the copy-only group has two queues, so the backend gives
+// device-to-host copies their own list).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <random>
 #include <thread>
 
 #include "fake_state.hpp"
@@ -31,29 +41,41 @@ std::condition_variable g_cv;
 
 namespace {
 
-using Body = std::function<std::string(const Clock& now, int list)>;
+// Runs on the worker without g_mutex: command `seq` of `list`, knowing `now` complete.
+using Body = std::function<std::string(int list, std::uint64_t seq, const Clock& now)>;
 struct Command {
   std::string what;
   std::vector<Event*> waits;
   Event* signal = nullptr;
   Event* reset = nullptr;  // zeCommandListAppendEventReset
+  bool barrier = false;    // zeCommandListAppendBarrier: completes what was appended before it
   bool timed = true;       // advances the deterministic clock
+  std::uint64_t seq = 0;   // its number on its list, from 1 in append order
   Clock host;              // what the host had seen complete when it was appended
-  Body body;               // runs without g_mutex; "" or why it failed
+  Clock now;               // what it knows complete when it starts
+  Body body;               // "" or why it failed
 };
+
+// Started commands held back at most: the window in which a list completes out of order.
+constexpr std::size_t kInFlight = 4;
+// How long a worker with started commands waits for more appends before completing them.
+constexpr auto kGatherWindow = std::chrono::microseconds(200);
 
 struct CommandList {
   Context* ctx = nullptr;
   bool copy_only = false;
   int id = 0;
-  std::deque<Command> queue;
-  int running = 0;
+  std::deque<Command> queue;     // appended, not started
+  std::vector<Command> started;  // started, not complete
+  std::uint64_t appended = 0;
+  Clock gate;             // what every command starting from now on knows complete
+  std::mt19937_64 order;  // the completion order of the started commands
   bool stop = false;
-  Clock clock;
   std::thread worker;
 };
 
 int g_next_list = 1;
+bool g_hold = false;  // a test holds every list's commands back (hold_lists)
 std::uint64_t g_virtual_clock = 0;
 bool g_clock_started = false;
 
@@ -76,6 +98,10 @@ std::uint64_t device_now() {
 
 void lose(Context* ctx, const std::string& why) { lose_context(ctx, why); }
 
+bool all_signaled(const Command& c) {
+  return std::all_of(c.waits.begin(), c.waits.end(), [](const Event* e) { return e->signaled; });
+}
+
 // On the worker, holding g_mutex: blocks until every wait event is signaled.
 std::string wait_events(std::unique_lock<std::mutex>& lock, CommandList* cl, const Command& c) {
   const auto deadline = hang_deadline();
@@ -89,8 +115,9 @@ std::string wait_events(std::unique_lock<std::mutex>& lock, CommandList* cl, con
   return {};
 }
 
-// On the worker, holding g_mutex: the command is done.
-std::string finish(Command& c, const Clock& now, std::uint64_t start) {
+// On the worker, holding g_mutex: the command is done. Its event tells a waiter what the
+// command knew and the command itself (a barrier: everything before it on its list).
+std::string finish(Command& c, int list, std::uint64_t start) {
   if (c.timed && env_num("FAKE_ZE_TICKS_PER_COMMAND", 0) > 0)
     g_virtual_clock += static_cast<std::uint64_t>(env_num("FAKE_ZE_TICKS_PER_COMMAND", 0));
   if (c.reset != nullptr) c.reset->signaled = false;
@@ -99,44 +126,74 @@ std::string finish(Command& c, const Clock& now, std::uint64_t start) {
     return "signals an event that is still signaled (no reset since its last signal): its "
            "waiters cannot tell the two apart";
   c.signal->signaled = true;
-  c.signal->clock = now;
+  c.signal->clock = c.now;
+  if (!c.barrier) c.signal->clock.singles.insert({list, c.seq});
   c.signal->start = start & kTimestampMask;
   c.signal->end = device_now() & kTimestampMask;
   return {};
 }
 
-void run_one(std::unique_lock<std::mutex>& lock, CommandList* cl, Command& c) {
-  std::string err = wait_events(lock, cl, c);
-  if (err.empty() && cl->ctx->lost.empty()) {
-    join(cl->clock, c.host);
-    for (Event* e : c.waits) join(cl->clock, e->clock);
-    ++cl->clock[cl->id];
-    const Clock now = cl->clock;
+// On the worker, holding g_mutex: runs a started command and retires it.
+void complete(std::unique_lock<std::mutex>& lock, CommandList* cl, Command& c) {
+  std::string err;
+  if (cl->ctx->lost.empty()) {
     const std::uint64_t start = device_now();
     if (c.body) {
       lock.unlock();
-      err = c.body(now, cl->id);
+      err = c.body(cl->id, c.seq, c.now);
       lock.lock();
     }
-    if (err.empty()) err = finish(c, now, start);
+    if (err.empty()) err = finish(c, cl->id, start);
   }
   if (!err.empty()) lose(cl->ctx, "list " + std::to_string(cl->id) + ": " + c.what + ": " + err);
   if (c.signal != nullptr) --c.signal->pending_signals;
   --cl->ctx->pending;
   drain_quarantine(cl->ctx);
+  g_cv.notify_all();
+}
+
+// Completes every started command, in the seeded shuffled order.
+void complete_started(std::unique_lock<std::mutex>& lock, CommandList* cl) {
+  std::vector<Command> batch;
+  batch.swap(cl->started);
+  std::shuffle(batch.begin(), batch.end(), cl->order);
+  for (Command& c : batch) complete(lock, cl, c);
+}
+
+// Starts the next command: after the events it waits for (so every later command starts
+// after them too), and for a barrier after everything before it completed.
+void start(std::unique_lock<std::mutex>& lock, CommandList* cl, Command c) {
+  // A waited-for event may be one a started command signals: a real device would complete
+  // that command meanwhile.
+  if (c.barrier || !all_signaled(c)) complete_started(lock, cl);
+  if (std::string err = wait_events(lock, cl, c); !err.empty())
+    lose(cl->ctx, "list " + std::to_string(cl->id) + ": " + c.what + ": " + err);
+  for (Event* e : c.waits) join(cl->gate, e->clock);
+  join(cl->gate, c.host);
+  if (c.barrier) cl->gate.prefix[cl->id] = c.seq;
+  c.now = cl->gate;
+  if (c.barrier) return complete(lock, cl, c);
+  cl->started.push_back(std::move(c));
+  if (cl->started.size() >= kInFlight) complete_started(lock, cl);
 }
 
 void worker(CommandList* cl) {
   std::unique_lock lock(g_mutex);
   for (;;) {
-    g_cv.wait(lock, [&] { return cl->stop || !cl->queue.empty(); });
-    if (cl->queue.empty()) return;
+    if (cl->queue.empty() && !cl->started.empty() &&
+        !g_cv.wait_for(lock, kGatherWindow, [&] { return cl->stop || !cl->queue.empty(); }))
+      complete_started(lock, cl);
+    g_cv.wait(lock, [&] {
+      return cl->stop || (!g_hold && (!cl->queue.empty() || !cl->started.empty()));
+    });
+    if (cl->queue.empty()) {
+      if (!cl->stop) continue;
+      complete_started(lock, cl);  // started before the list was destroyed: they run
+      return;
+    }
     Command c = std::move(cl->queue.front());
     cl->queue.pop_front();
-    ++cl->running;
-    run_one(lock, cl, c);
-    --cl->running;
-    g_cv.notify_all();
+    start(lock, cl, std::move(c));
   }
 }
 
@@ -155,6 +212,7 @@ ze_result_t enqueue(ze_command_list_handle_t h, Command c, std::uint32_t n, ze_e
     c.waits.push_back(e);
   }
   if (c.signal != nullptr) ++c.signal->pending_signals;
+  c.seq = ++cl->appended;
   c.host = cl->ctx->host;
   ++cl->ctx->pending;
   cl->queue.push_back(std::move(c));
@@ -188,15 +246,19 @@ ze_result_t ZE_APICALL CommandListCreateImmediate(ze_context_handle_t ctx, ze_de
                                                   ze_command_list_handle_t* out) {
   const std::uint32_t groups = env_flag("FAKE_ZE_NO_COPY_ENGINE") ? 1 : 2;
   if (desc->ordinal >= groups) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-  if (desc->index >= (desc->ordinal == 0 ? 4u : 1u)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  if (desc->index >= (desc->ordinal == 0 ? 4u : copy_engine_count()))
+    return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   std::lock_guard lock(g_mutex);
   auto* cl = new CommandList;
   cl->ctx = reinterpret_cast<Context*>(ctx);
   cl->copy_only = desc->ordinal == 1;
   cl->id = g_next_list++;
+  cl->order.seed(static_cast<std::uint64_t>(env_num("FAKE_ZE_SEED", 1)) * 1'000'003u +
+                 static_cast<std::uint64_t>(cl->id));
   cl->worker = std::thread(worker, cl);
   *out = reinterpret_cast<ze_command_list_handle_t>(cl);
   ++g_live.command_lists;
+  if (cl->copy_only) ++g_live.copy_only_lists;
   return ZE_RESULT_SUCCESS;
 }
 
@@ -222,6 +284,7 @@ ze_result_t ZE_APICALL CommandListDestroy(ze_command_list_handle_t h) {
   cl->worker.join();
   std::lock_guard lock(g_mutex);
   race_forget_list(cl->id);
+  if (cl->copy_only) --g_live.copy_only_lists;
   delete cl;
   --g_live.command_lists;
   return ZE_RESULT_SUCCESS;
@@ -230,7 +293,9 @@ ze_result_t ZE_APICALL CommandListDestroy(ze_command_list_handle_t h) {
 ze_result_t ZE_APICALL AppendBarrier(ze_command_list_handle_t cl, ze_event_handle_t signal,
                                      std::uint32_t n, ze_event_handle_t* waits) {
   std::lock_guard lock(g_mutex);
-  return enqueue(cl, make("barrier", signal), n, waits);
+  Command c = make("barrier", signal);
+  c.barrier = true;
+  return enqueue(cl, std::move(c), n, waits);
 }
 
 ze_result_t ZE_APICALL AppendMemoryCopy(ze_command_list_handle_t cl, void* dst, const void* src,
@@ -240,11 +305,12 @@ ze_result_t ZE_APICALL AppendMemoryCopy(ze_command_list_handle_t cl, void* dst, 
   if (!copy_side_ok(dst, size) || !copy_side_ok(src, size))
     return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "copy outside a device allocation");
   const std::string what = "copy of " + std::to_string(size) + " bytes";
-  Body body = [=](const Clock& now, int list) {
+  Body body = [=](int list, std::uint64_t seq, const Clock& now) {
     const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
     {
       std::lock_guard inner(g_mutex);
-      if (auto r = race_check({{s, s + size, false}, {d, d + size, true}}, list, now, what); !r.empty())
+      if (auto r = race_check({{s, s + size, false}, {d, d + size, true}}, list, seq, now, what);
+          !r.empty())
         return r;
     }
     copy_delay();
@@ -265,11 +331,11 @@ ze_result_t ZE_APICALL AppendMemoryFill(ze_command_list_handle_t cl, void* dst, 
   const auto* p = static_cast<const std::uint8_t*>(pattern);
   std::vector<std::uint8_t> bytes(p, p + pattern_size);
   const std::string what = "fill of " + std::to_string(size) + " bytes";
-  Body body = [=](const Clock& now, int list) {
+  Body body = [=](int list, std::uint64_t seq, const Clock& now) {
     const auto d = reinterpret_cast<std::uintptr_t>(dst);
     {
       std::lock_guard inner(g_mutex);
-      if (auto r = race_check({{d, d + size, true}}, list, now, what); !r.empty()) return r;
+      if (auto r = race_check({{d, d + size, true}}, list, seq, now, what); !r.empty()) return r;
     }
     auto* out = static_cast<unsigned char*>(dst);
     for (std::size_t i = 0; i < size; i += bytes.size()) std::memcpy(out + i, bytes.data(), bytes.size());
@@ -306,13 +372,13 @@ ze_result_t ZE_APICALL AppendLaunchKernel(ze_command_list_handle_t h, ze_kernel_
   KernelLaunch launch = *reinterpret_cast<const KernelLaunch*>(k);
   launch.groups = *groups;
   const std::string what = "kernel " + launch.name;
-  Body body = [launch, what](const Clock& now, int list) {
+  Body body = [launch, what](int list, std::uint64_t seq, const Clock& now) {
     KernelPlan plan;
     {
       std::lock_guard inner(g_mutex);
       plan = plan_kernel(launch);  // may read device data (embedding ids): on the worker
       if (!plan.error.empty()) return "refused: " + plan.error;
-      if (auto r = race_check(plan.accesses, list, now, what); !r.empty()) return r;
+      if (auto r = race_check(plan.accesses, list, seq, now, what); !r.empty()) return r;
     }
     if (std::strcmp(kernel_executor(), "cpu") == 0) {
       plan.cpu();
@@ -417,6 +483,12 @@ ze_result_t ZE_APICALL EventQueryKernelTimestamp(ze_event_handle_t h, ze_kernel_
 }
 
 }  // namespace
+
+void hold_lists(int on) {
+  std::lock_guard lock(g_mutex);
+  g_hold = on != 0;
+  g_cv.notify_all();
+}
 
 void lose_context(Context* ctx, const std::string& why) {
   if (ctx->lost.empty()) {

@@ -1,9 +1,10 @@
-// Happens-before checking for the fake driver. Each command list carries a vector clock; a
-// command joins the clocks of the events it waits for and of what the host had seen complete
-// when it was appended. Two commands on different lists that touch overlapping bytes, one of
-// them writing, race unless the earlier one's clock entry is covered by the later one's
-// clock. Timing cannot hide such a bug here: a missing event wait is reported on every run,
-// whichever worker happened to go first.
+// Happens-before checking for the fake driver. A command knows complete what the barriers
+// before it on its list completed, what the events it (or an earlier command of its list)
+// waited for knew, and what the host had seen complete when it was appended (fake_queue.cpp).
+// Two commands that touch overlapping bytes, one of them writing, race unless one is known
+// complete to the other: on two lists as on one, since a list completes out of order unless
+// a barrier orders it. Timing cannot hide such a bug here: a missing barrier or wait is
+// reported on every run, whichever command happened to run first.
 #include <algorithm>
 #include <cstdio>
 #include <deque>
@@ -16,7 +17,7 @@ namespace {
 struct Past {
   Access access;
   int list;
-  std::uint64_t epoch;  // the list's own clock entry for the command
+  std::uint64_t epoch;  // the command's number on its list
   std::string what;
 };
 std::deque<Past> g_past;  // under g_mutex
@@ -24,10 +25,6 @@ constexpr int kFreed = -1;  // the "list" of a range freed with commands pending
 
 bool overlap(const Access& a, const Access& b) { return a.begin < b.end && b.begin < a.end; }
 
-std::uint64_t entry(const Clock& c, int list) {
-  auto it = c.find(list);
-  return it == c.end() ? 0 : it->second;
-}
 
 std::string describe(const Past& p, const Access& a, int list, const std::string& what) {
   char buf[512];
@@ -43,30 +40,41 @@ std::string describe(const Past& p, const Access& a, int list, const std::string
 
 }  // namespace
 
-void join(Clock& into, const Clock& from) {
-  for (const auto& [list, n] : from) into[list] = std::max(into[list], n);
+bool covers(const Clock& c, int list, std::uint64_t seq) {
+  auto it = c.prefix.find(list);
+  if (it != c.prefix.end() && seq <= it->second) return true;
+  return c.singles.contains({list, seq});
 }
 
-std::string race_check(const std::vector<Access>& accesses, int list, const Clock& now,
-                       const std::string& what) {
+void join(Clock& into, const Clock& from) {
+  for (const auto& [list, n] : from.prefix) into.prefix[list] = std::max(into.prefix[list], n);
+  for (const auto& single : from.singles)
+    if (!covers(into, single.first, single.second)) into.singles.insert(single);
+}
+
+std::string race_check(const std::vector<Access>& accesses, int list, std::uint64_t seq,
+                       const Clock& now, const std::string& what) {
+  auto ordered_before = [&](const Past& p) {
+    return (p.list == list && p.epoch == seq) || covers(now, p.list, p.epoch);
+  };
   for (const Access& a : accesses) {
     for (const Past& p : g_past) {
       if (p.list == kFreed && overlap(p.access, a))
         return "'" + what + "' on list " + std::to_string(list) +
                " touches memory already given to zeMemFree (a queued command outlived its buffer)";
-      if (p.list == list || !overlap(p.access, a) || !(p.access.write || a.write)) continue;
-      if (p.epoch > entry(now, p.list)) return describe(p, a, list, what);
+      if (!overlap(p.access, a) || !(p.access.write || a.write)) continue;
+      if (!ordered_before(p)) return describe(p, a, list, what);
     }
   }
-  const std::uint64_t epoch = entry(now, list);
   for (const Access& a : accesses) {
     if (a.begin == a.end) continue;
-    // A later access by the same list to the same bytes supersedes an earlier one.
+    // An access ordered after an earlier one to the same bytes supersedes it: whatever is
+    // unordered with the earlier one is unordered with this one too (or ordered after both).
     std::erase_if(g_past, [&](const Past& p) {
-      return p.list == list && p.access.begin >= a.begin && p.access.end <= a.end &&
-             (a.write || !p.access.write);
+      return p.list != kFreed && ordered_before(p) && p.access.begin >= a.begin &&
+             p.access.end <= a.end && (a.write || !p.access.write);
     });
-    g_past.push_back(Past{a, list, epoch, what});
+    g_past.push_back(Past{a, list, seq, what});
   }
   return {};
 }
@@ -74,7 +82,7 @@ std::string race_check(const std::vector<Access>& accesses, int list, const Cloc
 std::string race_check_free(std::uintptr_t p, std::size_t bytes, const Clock& host) {
   const Access freed{p, p + bytes, true};
   for (const Past& past : g_past)
-    if (overlap(past.access, freed) && past.epoch > entry(host, past.list))
+    if (overlap(past.access, freed) && !covers(host, past.list, past.epoch))
       return "zeMemFree of [" + std::to_string(p) + ", +" + std::to_string(bytes) +
              ") while '" + past.what + "' on list " + std::to_string(past.list) +
              " may still use it (the host never waited for it)";
@@ -91,7 +99,7 @@ void race_unmark_freed(std::uintptr_t p) {
 }
 
 void race_forget(const Clock& host) {
-  std::erase_if(g_past, [&](const Past& p) { return p.epoch <= entry(host, p.list); });
+  std::erase_if(g_past, [&](const Past& p) { return p.list != kFreed && covers(host, p.list, p.epoch); });
 }
 
 void race_forget_list(int list) {

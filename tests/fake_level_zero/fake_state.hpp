@@ -1,10 +1,12 @@
 // The fake Level Zero driver's internals shared by its files. The driver is a test fixture: a
 // shared library the real loader loads through ZE_ENABLE_ALT_DRIVERS. It behaves like an
 // asynchronous device: every immediate command list executes its commands on its own worker
-// thread, in submission order; events are signaled when the work is done and host waits block
-// until then. Kernels run the module's SPIR-V on PoCL (fake_pocl.cpp), or, when asked with
+// thread; commands start in submission order but complete in any order the specification
+// allows (a seeded shuffle of the commands between barriers, fake_queue.cpp); events are
+// signaled when the work is done and host waits block until then. Kernels run the module's SPIR-V on PoCL (fake_pocl.cpp), or, when asked with
 // FAKE_ZE_KERNELS=cpu, the zob::cpu reference. A happens-before checker (fake_race.cpp) turns
-// any two commands that touch the same bytes without an event ordering them into an error.
+// any two commands that touch the same bytes without a barrier, an event or a host wait
+// ordering them into an error, on one list as on two.
 #pragma once
 #include <level_zero/zes_ddi.h>
 #include <level_zero/zet_ddi.h>
@@ -17,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,8 @@ void fake_fill(ze_mem_dditable_t* t);
 
 bool env_flag(const char* name);
 long long env_num(const char* name, long long fallback);
+// Queues of the copy-only group: FAKE_ZE_COPY_ENGINES (1 or 2, default 1).
+std::uint32_t copy_engine_count();
 // Prints "fake-ze: what" on stderr and returns r.
 ze_result_t complain(ze_result_t r, const std::string& what);
 
@@ -47,9 +52,17 @@ ze_result_t complain(ze_result_t r, const std::string& what);
 extern std::mutex g_mutex;
 extern std::condition_variable g_cv;
 
-// Happens-before as a vector clock: list id -> number of that list's commands known complete.
-using Clock = std::map<int, std::uint64_t>;
+// Happens-before as a vector clock. Commands on one list are numbered from 1 in append order;
+// `prefix[list] = n` says commands 1..n of that list are known complete (a barrier completes
+// everything before it). A list completes out of order, so a command that signals an event
+// without being a barrier is known complete alone: `singles` holds those (list, number) pairs.
+struct Clock {
+  std::map<int, std::uint64_t> prefix;
+  std::set<std::pair<int, std::uint64_t>> singles;
+};
 void join(Clock& into, const Clock& from);
+// Whether command `seq` of `list` is known complete in `c`.
+bool covers(const Clock& c, int list, std::uint64_t seq);
 
 struct Context {
   long device_allocs = 0;
@@ -62,6 +75,9 @@ struct Context {
 };
 // Frees the quarantine when nothing is pending (caller holds g_mutex).
 void drain_quarantine(Context* ctx);
+// A test hook (fakeZeHoldLists): while on, no list starts a command, so a test can append
+// several before any starts.
+void hold_lists(int on);
 // Marks the context lost (first reason printed once) and wakes every waiter. Holds g_mutex.
 void lose_context(Context* ctx, const std::string& why);
 
@@ -124,10 +140,10 @@ void* pocl_program(const std::uint8_t* spirv, std::size_t size, std::string* log
 std::string pocl_run(void* program, const KernelLaunch& launch, const KernelPlan& plan);
 
 // ---- happens-before checking (fake_race.cpp); all under g_mutex.
-// Records the accesses of one command executed on list `list` at clock `now` (its own entry
-// already counts the command). Returns "" or a description of the unordered pair.
-std::string race_check(const std::vector<Access>& accesses, int list, const Clock& now,
-                       const std::string& what);
+// Records the accesses of command `seq` of list `list`, which knows `now` complete when it
+// starts. Returns "" or a description of the unordered pair.
+std::string race_check(const std::vector<Access>& accesses, int list, std::uint64_t seq,
+                       const Clock& now, const std::string& what);
 // The host freed [p, p+bytes): any access not known complete by the host is a race.
 std::string race_check_free(std::uintptr_t p, std::size_t bytes, const Clock& host);
 // Forget accesses the host has seen complete: nothing appended later can race with them.
@@ -144,6 +160,7 @@ void race_unmark_freed(std::uintptr_t p);
 struct Live {
   std::atomic<long> allocs{0}, imports{0}, contexts{0}, command_lists{0}, event_pools{0},
       events{0}, modules{0}, kernels{0};
+  std::atomic<long> copy_only_lists{0};  // of command_lists, those on the copy-only group
   std::atomic<unsigned long long> alloc_bytes{0}, import_bytes{0};
   void add_alloc(std::size_t bytes) { ++allocs; alloc_bytes += bytes; }
   void remove_alloc(std::size_t bytes) { --allocs; alloc_bytes -= bytes; }
