@@ -1,8 +1,15 @@
-# End-to-end: the real binary with --device xpu on the fake driver against --device cpu on
-# the same flags. cmake -DBIN=<exe> -DDRIVER=<fake .so> [-DKERNELS=pocl|cpu] -P e2e_xpu.cmake
-# The fake runs the plugin's SPIR-V on PoCL: xpu and cpu are two implementations, so the
-# per-step losses must agree within the tolerance scripts/cuda-vs-cpu-loss uses for CUDA
-# (GEMM summation order differs), while the two xpu arms must agree bit for bit.
+# End-to-end: the real binary with --device xpu on the fake driver.
+#   cmake -DBIN=<exe> -DDRIVER=<fake .so> [-DKERNELS=pocl|cpu] -DMODE=M -P e2e_xpu.cmake
+# MODE equal: against --device cpu on the same flags. The fake runs the plugin's SPIR-V on
+# PoCL: xpu and cpu are two implementations, so the per-step losses must agree within the
+# tolerance scripts/cuda-vs-cpu-loss uses for CUDA (GEMM summation order differs), while the
+# two xpu arms must agree bit for bit.
+# MODE schedules: every --schedule with all four arms, each under another FAKE_ZE_SEED, one or
+# two copy engines, and --offload-param once; every arm of every run bit for bit equal.
+# MODE no_import: without an import path the registered arm fails loudly.
+# Every xpu run has the fake's copy delay on (a host read that does not wait reads stale
+# bytes) and must leave no "fake-ze:" complaint on stderr.
+cmake_policy(VERSION 3.25)  # -P scripts start with old policies: keep empty list elements
 set(flags --hidden 64 --layers 2 --batch 2 --seq 16 --vocab 512 --steps 2 --warmup 1 --repeats 1)
 
 function(run_arm device out_json out_rc out_text)
@@ -10,14 +17,47 @@ function(run_arm device out_json out_rc out_text)
     set(KERNELS pocl)
   endif()
   execute_process(COMMAND ${CMAKE_COMMAND} -E env ZE_ENABLE_ALT_DRIVERS=${DRIVER}
-                          FAKE_ZE_KERNELS=${KERNELS} ${EXTRA_ENV}
-                          ${BIN} --device ${device} ${flags}
+                          FAKE_ZE_KERNELS=${KERNELS} FAKE_ZE_COPY_DELAY_US=2000 ${EXTRA_ENV}
+                          ${BIN} --device ${device} ${flags} ${EXTRA_FLAGS}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
   string(REGEX MATCH "DRIVERRESULT=([^\n]*)" _ "${out}")
   set(${out_json} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  if(rc EQUAL 0 AND err MATCHES "fake-ze:")
+    set(rc "0, but the fake driver complained")
+  endif()
   set(${out_rc} "${rc}" PARENT_SCOPE)
   set(${out_text} "${out}\n${err}" PARENT_SCOPE)
 endfunction()
+
+if(MODE STREQUAL "schedules")
+  set(arms registered unregistered pageable hostalloc)
+  set(want "")
+  # schedule | FAKE_ZE_SEED | FAKE_ZE_COPY_ENGINES | extra flag
+  foreach(run "stock|1|1|" "overlap|2|2|" "deepspeed|3|2|--offload-param")
+    string(REPLACE "|" ";" run "${run}")
+    list(GET run 0 schedule)
+    list(GET run 1 seed)
+    list(GET run 2 engines)
+    list(GET run 3 extra)
+    set(EXTRA_ENV FAKE_ZE_SEED=${seed} FAKE_ZE_COPY_ENGINES=${engines})
+    set(EXTRA_FLAGS --schedule ${schedule} --arms registered,unregistered,pageable,hostalloc ${extra})
+    run_arm(xpu json rc text)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "--schedule ${schedule} (seed ${seed}, ${engines} copy engine(s)): exit ${rc}:\n${text}")
+    endif()
+    foreach(arm ${arms})
+      string(JSON sum GET "${json}" ${arm} param_checksum)
+      if(want STREQUAL "")
+        set(want "${sum}")
+      elseif(NOT sum STREQUAL want)
+        message(FATAL_ERROR "--schedule ${schedule} ${arm}: param_checksum ${sum}, other runs ${want}")
+      endif()
+    endforeach()
+    message(STATUS "--schedule ${schedule} ${extra} (FAKE_ZE_SEED=${seed}, ${engines} copy engine(s)): "
+                   "4 arms, param_checksum ${want}")
+  endforeach()
+  return()
+endif()
 
 if(MODE STREQUAL "no_import")
   set(EXTRA_ENV FAKE_ZE_NO_IMPORT=1)
@@ -32,6 +72,7 @@ if(MODE STREQUAL "no_import")
 endif()
 
 run_arm(cpu cpu_json cpu_rc cpu_text)
+set(EXTRA_ENV FAKE_ZE_SEED=4)
 run_arm(xpu xpu_json xpu_rc xpu_text)
 if(NOT cpu_rc EQUAL 0 OR NOT xpu_rc EQUAL 0)
   message(FATAL_ERROR "exit codes cpu ${cpu_rc} xpu ${xpu_rc}:\n${cpu_text}\n${xpu_text}")
