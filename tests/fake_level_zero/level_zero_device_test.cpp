@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 
+#include "backends/level_zero/ze_extensions.hpp"
 #include "test_support.hpp"
 
 namespace zob {
@@ -248,6 +250,22 @@ TEST(LevelZeroDevice, MemmapSysmemIsPreferredWhenReported) {
   EXPECT_TRUE(dev.is_registered(host.p));
   dev.unregister_host(host.p);
   EXPECT_FALSE(dev.is_registered(host.p));
+}
+
+// The memmap descriptor as the Level Zero specification 1.12 defines it: stype
+// ZE_STRUCTURE_TYPE_EXTERNAL_MEMMAP_SYSMEM_EXT_DESC = 0x00020037, then pNext, pSystemMemory,
+// size. Debian's headers (spec 1.4) do not declare the extension, so the static_assert in
+// ze_extensions.hpp against headers that do is not compiled here: this test is where the value
+// the backend sends is checked against the specification's.
+TEST(LevelZeroDevice, MemmapDescriptorIsTheSpecifications) {
+  using Desc = l0::ExternalMemmapSysmemExtDesc;
+  EXPECT_EQ(static_cast<std::uint32_t>(l0::kStypeExternalMemmapSysmemExtDesc), 0x00020037u);
+  EXPECT_STREQ(l0::kMemmapExtensionName, "ZE_extension_external_memmap_sysmem");
+  EXPECT_EQ(offsetof(Desc, stype), 0u);
+  EXPECT_EQ(offsetof(Desc, pNext), sizeof(void*));
+  EXPECT_EQ(offsetof(Desc, pSystemMemory), 2 * sizeof(void*));
+  EXPECT_EQ(offsetof(Desc, size), 3 * sizeof(void*));
+  EXPECT_EQ(sizeof(Desc), 3 * sizeof(void*) + sizeof(std::uint64_t));
 }
 
 TEST(LevelZeroDevice, NoImportPathRefusesLoudly) {

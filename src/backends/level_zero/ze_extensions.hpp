@@ -10,7 +10,9 @@
 namespace zob::l0 {
 
 // ---- ZE_extension_external_memmap_sysmem: the Level Zero specification 1.12 (loader and
-// headers v1.20 and later). Debian bookworm's headers (1.8.12) are spec 1.4 and lack it.
+// headers v1.20 and later). Debian bookworm's headers (1.8.12) are spec 1.4 and lack it, so
+// CI compiles the fallback; LevelZeroDevice.MemmapDescriptorIsTheSpecifications checks its
+// stype and layout against the specification's.
 #if defined(ZE_EXTERNAL_MEMMAP_SYSMEM_EXT_NAME)
 inline constexpr const char* kMemmapExtensionName = ZE_EXTERNAL_MEMMAP_SYSMEM_EXT_NAME;
 inline constexpr auto kStypeExternalMemmapSysmemExtDesc = ZE_STRUCTURE_TYPE_EXTERNAL_MEMMAP_SYSMEM_EXT_DESC;
