@@ -51,6 +51,7 @@ struct Command {
   bool barrier = false;    // zeCommandListAppendBarrier: completes what was appended before it
   bool timed = true;       // advances the deterministic clock
   std::uint64_t seq = 0;   // its number on its list, from 1 in append order
+  std::uint64_t number = 0;  // its number among all commands (race_appended)
   Clock host;              // what the host had seen complete when it was appended
   Clock now;               // what it knows complete when it starts
   Body body;               // "" or why it failed
@@ -148,6 +149,7 @@ void complete(std::unique_lock<std::mutex>& lock, CommandList* cl, Command& c) {
   if (!err.empty()) lose(cl->ctx, "list " + std::to_string(cl->id) + ": " + c.what + ": " + err);
   if (c.signal != nullptr) --c.signal->pending_signals;
   --cl->ctx->pending;
+  race_retired(c.number);
   drain_quarantine(cl->ctx);
   g_cv.notify_all();
 }
@@ -213,6 +215,7 @@ ze_result_t enqueue(ze_command_list_handle_t h, Command c, std::uint32_t n, ze_e
   }
   if (c.signal != nullptr) ++c.signal->pending_signals;
   c.seq = ++cl->appended;
+  c.number = race_appended();
   c.host = cl->ctx->host;
   ++cl->ctx->pending;
   cl->queue.push_back(std::move(c));
@@ -275,6 +278,7 @@ ze_result_t ZE_APICALL CommandListDestroy(ze_command_list_handle_t h) {
     for (auto& c : cl->queue) {
       if (c.signal != nullptr) --c.signal->pending_signals;
       --cl->ctx->pending;
+      race_retired(c.number);
     }
     cl->queue.clear();
     drain_quarantine(cl->ctx);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <set>
 
 #include "fake_state.hpp"
 
@@ -21,6 +22,15 @@ struct Past {
   std::string what;
 };
 std::deque<Past> g_past;  // under g_mutex
+// Commands appended and not yet run or dropped, by append number; and what the host saw
+// complete, each to be forgotten once no command appended up to `appended` is left.
+std::uint64_t g_appends = 0;
+std::set<std::uint64_t> g_unrun;
+struct Forget {
+  Clock host;
+  std::uint64_t appended;
+};
+std::deque<Forget> g_forgets;
 constexpr int kFreed = -1;  // the "list" of a range freed with commands pending
 
 bool overlap(const Access& a, const Access& b) { return a.begin < b.end && b.begin < a.end; }
@@ -36,6 +46,16 @@ std::string describe(const Past& p, const Access& a, int list, const std::string
                 p.access.write ? "wrote" : "read", static_cast<std::size_t>(p.access.begin),
                 static_cast<std::size_t>(p.access.end));
   return buf;
+}
+
+// Forgets what the host saw complete, up to the oldest command not yet run.
+void apply_forgets() {
+  const std::uint64_t oldest_unrun = g_unrun.empty() ? UINT64_MAX : *g_unrun.begin();
+  while (!g_forgets.empty() && g_forgets.front().appended < oldest_unrun) {
+    const Clock& host = g_forgets.front().host;
+    std::erase_if(g_past, [&](const Past& p) { return p.list != kFreed && covers(host, p.list, p.epoch); });
+    g_forgets.pop_front();
+  }
 }
 
 }  // namespace
@@ -98,8 +118,19 @@ void race_unmark_freed(std::uintptr_t p) {
   std::erase_if(g_past, [&](const Past& past) { return past.list == kFreed && past.access.begin == p; });
 }
 
+std::uint64_t race_appended() {
+  g_unrun.insert(++g_appends);
+  return g_appends;
+}
+
+void race_retired(std::uint64_t number) {
+  g_unrun.erase(number);
+  apply_forgets();
+}
+
 void race_forget(const Clock& host) {
-  std::erase_if(g_past, [&](const Past& p) { return p.list != kFreed && covers(host, p.list, p.epoch); });
+  g_forgets.push_back(Forget{host, g_appends});
+  apply_forgets();
 }
 
 void race_forget_list(int list) {

@@ -146,7 +146,12 @@ std::string race_check(const std::vector<Access>& accesses, int list, std::uint6
                        const Clock& now, const std::string& what);
 // The host freed [p, p+bytes): any access not known complete by the host is a race.
 std::string race_check_free(std::uintptr_t p, std::size_t bytes, const Clock& host);
-// Forget accesses the host has seen complete: nothing appended later can race with them.
+// Every appended command is numbered (race_appended) until it has run or was dropped
+// (race_retired). The host has seen `host` complete: forgets those accesses once every command
+// appended before now has run. A command appended later knows what the host saw and cannot
+// race with them; one appended earlier that has not run yet may.
+std::uint64_t race_appended();
+void race_retired(std::uint64_t number);
 void race_forget(const Clock& host);
 void race_forget_list(int list);  // the list is destroyed
 // [p, p+bytes) was freed while commands were pending: any later access is an error, until
