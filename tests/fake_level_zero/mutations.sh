@@ -22,10 +22,17 @@ mkdir -p "$scratch/src"
 (cd "$root" && tar --exclude=./build --exclude=./.git -cf - .) | tar -xf - -C "$scratch/src"
 # tar keeps the checkout's mtimes, older than a previous run's objects: make ninja rebuild.
 find "$scratch/src/src/backends/level_zero" "$scratch/src/tests/fake_level_zero" -type f -exec touch {} +
-# build/release inside the copy, as in the checkout: ccache (CCACHE_BASEDIR) can hit.
+# build/release inside the copy, as in the checkout, and paths relative to the copy: ccache
+# finds the checkout's objects for the files no mutant touches.
 build="$scratch/src/build/release"
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$scratch/src"
+fi
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S "$scratch/src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZOB_CUDA=OFF >/dev/null
+  cmake -S "$scratch/src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZOB_CUDA=OFF \
+    "${launcher[@]}" >/dev/null
 fi
 src="$scratch/src/src/backends/level_zero"
 
