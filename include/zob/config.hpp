@@ -1,6 +1,7 @@
 // The validated run configuration: what the CLI produces, what the parent hands each child
 // (as JSON), what the step consumes. Plain data, and its checks (validate_run_config, in
-// src/common/config_check.cpp); the flags that set it are declared in zob/run_flags.hpp.
+// src/common/config_check.cpp). Each member's initializer is its default, written nowhere
+// else; its flag, help, range and JSON key are declared in zob/settings.hpp.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -34,6 +35,10 @@ enum class Schedule {
   overlap,  // Adam per piece as its grads land; copy-back of piece i under Adam of piece i+1
   deepspeed,  // DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits (docs/schedules.md)
 };
+
+// In the order the texts list them.
+inline constexpr Schedule kAllSchedules[] = {Schedule::stock, Schedule::overlap,
+                                             Schedule::deepspeed};
 
 // Which version of the upstream Python script the output imitates (--compat).
 enum class Compat {
@@ -99,7 +104,7 @@ struct RunConfig {
   Loop loop = Loop::copy_back;
   std::int64_t chunk_elems = std::int64_t{1} << 26;
   std::int64_t sub_group_size = 1000000000;
-  Schedule schedule = Schedule::stock;
+  Schedule schedule = Schedule::deepspeed;  // what a DeepSpeed user runs, for any --gpus
   // --cpu-affinity: CPU of each Adam thread, in order (size >= threads); empty = the default
   // placement (the device's NUMA node when known, else unpinned).
   std::vector<int> cpu_affinity;
@@ -145,6 +150,7 @@ const char* to_string(Loop);
 const char* to_string(Schedule);
 const char* to_string(Compat);
 Compat parse_compat(const std::string&);  // "v1" / "v2"; UsageError otherwise
+Loop parse_loop(const std::string&);      // "copy_back" / "offload_param"; UsageError otherwise
 Schedule parse_schedule(const std::string&);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
 // The schedules for a sentence: "stock, overlap or deepspeed"; conjunction "|":
 // "stock|overlap|deepspeed".
@@ -156,8 +162,11 @@ DeviceKind parse_device_kind(const std::string&);
 // --model's architecture, config.json's key names plus name and config_layers (null for the
 // synthetic model): the hand-over's "model" and the results' workload.architecture.
 nlohmann::json model_architecture_json(const ModelShape& model);
+// The reverse: name and arch from that object (null: the synthetic model); the sizes stay.
+void model_from_json(const nlohmann::json& architecture, ModelShape& model);
 
-// Lossless round trip, used for the parent -> child hand-over and in DRIVERRESULT.
+// Lossless round trip, used for the parent -> child hand-over: the keys of zob/settings.hpp; a
+// key absent from the document reads as its default.
 void to_json(nlohmann::json&, const RunConfig&);
 void from_json(const nlohmann::json&, RunConfig&);
 
@@ -171,7 +180,7 @@ void resolve_default_threads(RunConfig& config);
 // Clears left_to_device. (src/common/round_defaults.cpp)
 void apply_device_round_defaults(RunConfig& config);
 // Every check of the command line on a RunConfig however it was built (the CLI's, and the
-// child's re-check of the config it receives): the flags' ranges (zob/run_flags.hpp), the
+// child's re-check of the config it receives): the settings' ranges (zob/settings.hpp), the
 // combinations not implemented, the CPU list against the allowed CPUs, and byte counts that
 // would overflow 64 bits. Throws UsageError ("<what>; <fix>").
 void validate_run_config(const RunConfig& config);

@@ -18,7 +18,7 @@
 #include "zob/backends.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
-#include "zob/run_flags.hpp"
+#include "zob/settings.hpp"
 #include "zob/text.hpp"
 #include "zob/thread_pool.hpp"
 
@@ -28,17 +28,17 @@ namespace {
 
 constexpr const char* kProgram = "zero3-offload-bench";
 
-// The run flags' CLI11 options, registered from the table (zob/run_flags.hpp): one text per
-// flag, parsed after CLI11 is done so every refusal names the flag the same way.
+// The run flags' CLI11 options, registered from the settings' table (zob/settings.hpp): one
+// text per flag, parsed after CLI11 is done so every refusal names the flag the same way.
 struct RunOptions {
-  std::vector<std::string> values;  // per table entry
+  std::vector<const Setting*> flags;  // the settings with a flag, in --help order
+  std::vector<std::string> values;    // per flag
   // Toggles are bound to a bool so that CLI11 refuses "--offload-param=maybe".
-  std::unique_ptr<bool[]> toggles;    // per table entry
-  std::vector<CLI::Option*> options;  // per table entry
+  std::unique_ptr<bool[]> toggles;    // per flag
+  std::vector<CLI::Option*> options;  // per flag
   std::size_t index_of(std::string_view name) const {
-    const auto flags = run_flags();
     for (std::size_t i = 0; i < flags.size(); ++i) {
-      if (name == flags[i].name) return i;
+      if (name == flags[i]->flag) return i;
     }
     throw std::out_of_range("no run flag " + std::string(name));
   }
@@ -49,18 +49,20 @@ struct RunOptions {
 };
 
 void add_run_options(CLI::App& app, RunOptions& o) {
-  const auto flags = run_flags();
-  o.values.resize(flags.size());  // never resized again: CLI11 keeps pointers into it
-  o.toggles = std::make_unique<bool[]>(flags.size());
-  for (std::size_t i = 0; i < flags.size(); ++i) {
-    const RunFlag& f = flags[i];
-    if (f.value_name[0] == '\0') {
-      o.options.push_back(app.add_flag(f.name, o.toggles[i], f.help));
+  for (const Setting& s : settings()) {
+    if (s.has_flag()) o.flags.push_back(&s);
+  }
+  o.values.resize(o.flags.size());  // never resized again: CLI11 keeps pointers into it
+  o.toggles = std::make_unique<bool[]>(o.flags.size());
+  for (std::size_t i = 0; i < o.flags.size(); ++i) {
+    const Setting& f = *o.flags[i];
+    if (f.value_name.empty()) {
+      o.options.push_back(app.add_flag(f.flag, o.toggles[i], f.help));
       continue;
     }
-    CLI::Option* opt = app.add_option(f.name, o.values[i], f.help);
-    if (f.help_default != nullptr) {
-      o.values[i] = f.help_default();
+    CLI::Option* opt = app.add_option(f.flag, o.values[i], f.help);
+    if (const std::string def = f.help_default(); !def.empty()) {
+      o.values[i] = def;
       opt->capture_default_str();
     }
     o.options.push_back(opt->type_name(f.value_name));
@@ -69,15 +71,15 @@ void add_run_options(CLI::App& app, RunOptions& o) {
 
 // The given flags into the config, in table order; output files wait for the checks.
 void apply_run_options(const RunOptions& o, RunConfig& c) {
-  const auto flags = run_flags();
-  for (std::size_t i = 0; i < flags.size(); ++i) {
-    const RunFlag& f = flags[i];
+  for (std::size_t i = 0; i < o.flags.size(); ++i) {
+    const Setting& f = *o.flags[i];
     if (o.options[i]->count() == 0) continue;
     const std::string& text = o.values[i];
     switch (f.kind) {
-      case FlagKind::integer: f.set(c, parse_integer_flag(f.name, text, f.min, f.max)); break;
+      case FlagKind::integer: f.set(c, parse_integer_flag(f.flag, text, f.min, f.max)); break;
       case FlagKind::toggle: f.set(c, o.toggles[i] ? 1 : 0); break;
       case FlagKind::value: f.parse(c, text); break;
+      case FlagKind::none:
       case FlagKind::output_file:
       case FlagKind::command: break;
     }
@@ -141,8 +143,6 @@ CliCommand run_command(const RunOptions& o) {
   cmd.threads_given = o.given("--threads");
   cmd.gpus_given = o.given("--gpus");
   cmd.launcher = parse_launcher(o.value("--launcher"));
-  // The default schedule is deepspeed for every rank count (what a DeepSpeed user sees).
-  if (!o.given("--schedule")) c.schedule = Schedule::deepspeed;
   if (!cmd.threads_given) resolve_default_threads(c);
   c.left_to_device = {!o.given("--repeats"), !o.given("--warmup"), !o.given("--steps")};
   validate_run_config(c);
@@ -154,7 +154,7 @@ CliCommand run_command(const RunOptions& o) {
     if (!o.given(name)) continue;
     if (std::string_view(name) == "--plot") check_plot_path(o.value(name), name);
     check_output_path_writable(o.value(name), name);
-    run_flag(name).parse(c, o.value(name));
+    setting_of_flag(name).parse(c, o.value(name));
   }
   if (c.dry_run && (!c.plot_path.empty() || !c.csv_path.empty())) {
     throw UsageError(

@@ -1,5 +1,5 @@
 // Flags -> a validated RunConfig (or AdamBenchOptions, or a comparison): what to run, nothing
-// more; src/app dispatches it. The run flags are declared in zob/run_flags.hpp; everything is
+// more; src/app dispatches it. The run flags are declared in zob/settings.hpp; everything is
 // checked here, before anything is allocated or any process is spawned; every refusal is a
 // UsageError whose text is "<what>; <fix>" (the app prints it as one line and exits 2).
 #pragma once

@@ -1,5 +1,5 @@
 // validate_run_config: the checks of a RunConfig, next to the config (zob/config.hpp). The
-// ranges come from the flag table (zob/run_flags.hpp).
+// ranges come from the settings' table (zob/settings.hpp).
 #include <fmt/format.h>
 #include <cmath>
 #include <limits>
@@ -9,7 +9,7 @@
 #include "zob/config.hpp"
 #include "zob/cpu_affinity.hpp"
 #include "zob/errors.hpp"
-#include "zob/run_flags.hpp"
+#include "zob/settings.hpp"
 #include "zob/thread_pool.hpp"
 
 namespace zob {
@@ -37,10 +37,10 @@ void check_range(const std::string& flag, std::int64_t v, std::int64_t min, std:
   }
 }
 
-// Every flag's value against its range; the sweeps' values like their first.
+// Every setting's value against its range; the sweeps' values like their first.
 void check_ranges(const RunConfig& c) {
-  for (const RunFlag& f : run_flags()) {
-    if (f.get != nullptr) check_range(f.name, f.get(c), f.config_min, f.max);
+  for (const Setting& s : settings()) {
+    if (s.max > 0) check_range(s.flag, s.get(c), s.config_min, s.max);
   }
   for (std::int64_t v : c.chunk_elems_sweep) check_range("--chunk-elems", v, 1, limits::elems);
   for (std::int64_t v : c.sub_group_size_sweep) {

@@ -20,6 +20,7 @@
 #include "report/verdict.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
+#include "zob/settings.hpp"
 
 namespace zob {
 
@@ -252,6 +253,26 @@ std::string render_arms_table(const RunResult& run) {
 
 }  // namespace
 
+nlohmann::ordered_json workload_json(const RunConfig& c) {
+  nlohmann::ordered_json w = nlohmann::ordered_json::object();
+  for (const char* key : kWorkloadKeys) {
+    const std::string_view k = key;
+    // The derived keys (kWorkloadDerivedKeys); every other key is a setting's.
+    if (k == "model") {
+      w[key] = model_name(c.model);
+    } else if (k == "architecture") {
+      w[key] = model_architecture_json(c.model);
+    } else if (k == "tokens_per_step") {
+      w[key] = c.tokens_per_step();
+    } else if (k == "params") {
+      w[key] = parameter_count(c.model);
+    } else {
+      w[key] = setting_of_key(k).write(c);
+    }
+  }
+  return w;
+}
+
 nlohmann::ordered_json driver_result_json(const RunResult& run) {
   const RunConfig& c = run.config;
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
@@ -268,22 +289,7 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
       j[arm_key(c, a.arm)] = arm_json(run, a);
   }
   j["schema_version"] = kSchemaVersion;
-  j["workload"] = {{"model", model_name(c.model)},
-                   {"architecture", model_architecture_json(c.model)},
-                   {"vocab", c.model.vocab},
-                   {"hidden", c.model.hidden},
-                   {"layers", c.model.layers},
-                   {"batch", c.batch},
-                   {"seq", c.seq},
-                   {"tokens_per_step", c.tokens_per_step()},
-                   {"params", parameter_count(c.model)},
-                   {"steps", c.steps},
-                   {"warmup", c.warmup},
-                   {"loop", to_string(c.loop)},
-                   {"chunk_elems", c.chunk_elems},
-                   {"sub_group_size", c.sub_group_size},
-                   {"seed", c.seed},
-                   {"gpus", c.gpus}};
+  j["workload"] = workload_json(c);
   const Validation v = validate_arms(run);
   j["validation"] = {
       {"ok", v.ok()},
@@ -315,7 +321,6 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
     sweep.push_back(std::move(e));
   }
   j["sweep"] = std::move(sweep);
-  j["workload"]["schedule"] = to_string(c.schedule);
   j["tool"] = {{"name", "zero3-offload-bench"}, {"version", run.tool_version}};
   j["host"] = {{"hostname", run.hostname}};
   j["started_utc"] = run.started_utc;

@@ -49,6 +49,18 @@ std::string render_table(const RunResult& run);
 // The DRIVERRESULT document (also what --json writes). Ordered: the Python script's keys come
 // first, in its order ("registered", "unregistered", "speedup").
 nlohmann::ordered_json driver_result_json(const RunResult& run);
+
+// DRIVERRESULT's "workload", keys in the first schema's order (readers diff them): the
+// settings zob/settings.hpp marks `workload`, each as the hand-over writes it, and what
+// follows from them (model name, architecture, tokens_per_step, params). A unit test holds
+// the two lists together.
+inline constexpr const char* kWorkloadKeys[] = {
+    "model",  "architecture", "vocab",       "hidden",         "layers", "batch",
+    "seq",    "tokens_per_step", "params",   "steps",          "warmup", "loop",
+    "chunk_elems", "sub_group_size", "seed", "gpus",           "schedule"};
+inline constexpr const char* kWorkloadDerivedKeys[] = {"model", "architecture", "tokens_per_step",
+                                                       "params"};
+nlohmann::ordered_json workload_json(const RunConfig& config);
 // render_table + "DRIVERRESULT=<one line of JSON>\n": everything the run prints on stdout.
 std::string render_stdout(const RunResult& run);
 

@@ -107,6 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Loops, DeepSpeedStep, ::testing::Values(Loop::copy_back
 TEST(DeepSpeedStepPlan, MemoryPlanCountsTheGradientPartitionAndStore) {
   RunConfig c;  // the defaults
   c.loop = Loop::offload_param;
+  c.schedule = Schedule::stock;
   const MemoryPlan stock = plan_memory(c);
   c.schedule = Schedule::deepspeed;
   const MemoryPlan ds = plan_memory(c);

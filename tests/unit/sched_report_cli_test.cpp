@@ -106,13 +106,13 @@ TEST(SchedCli, NewFieldsSurviveTheChildHandOver) {
   EXPECT_EQ(back.cpu_affinity, c.cpu_affinity);
   EXPECT_EQ(back.chunk_elems_sweep, c.chunk_elems_sweep);
   EXPECT_EQ(back.sub_group_size_sweep, c.sub_group_size_sweep);
-  // A document from before these keys reads as the old behaviour.
+  // A document from before these keys reads as the defaults.
   nlohmann::json old = c;
   for (const char* k : {"schedule", "cpu_affinity", "chunk_elems_sweep", "sub_group_size_sweep"}) {
     old.erase(k);
   }
   const RunConfig legacy = old.get<RunConfig>();
-  EXPECT_EQ(legacy.schedule, Schedule::stock);
+  EXPECT_EQ(legacy.schedule, RunConfig{}.schedule);
   EXPECT_TRUE(legacy.cpu_affinity.empty());
 }
 

@@ -1,5 +1,6 @@
-// The tables declared once (docs/architecture.md "Declared once"): the run flags against
-// docs/usage.md, --help and the checks; the backends; the phases against the result schema.
+// The tables declared once (docs/architecture.md "Declared once"): the settings against
+// docs/usage.md, --help, the JSON hand-over, the workload and the checks; the backends; the
+// phases against the result schema.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -11,10 +12,12 @@
 #include <sstream>
 
 #include "cli/cli.hpp"
+#include "report/report.hpp"
 #include "zob/backends.hpp"
 #include "zob/errors.hpp"
+#include "zob/model.hpp"
 #include "zob/phase.hpp"
-#include "zob/run_flags.hpp"
+#include "zob/settings.hpp"
 
 namespace {
 
@@ -65,58 +68,122 @@ zob::CliCommand parse(std::vector<std::string> flags) {
   return zob::parse_command_line(flags);
 }
 
-TEST(RunFlags, UsageTableMatchesTheCode) {
+TEST(Settings, UsageTableMatchesTheDeclarations) {
   const auto doc = usage_table();
   std::set<std::string> code;
-  for (const zob::RunFlag& f : zob::run_flags()) {
-    code.insert(f.name);
-    const auto it = doc.find(f.name);
+  for (const zob::Setting& s : zob::settings()) {
+    if (!s.has_flag()) continue;
+    code.insert(s.flag);
+    const auto it = doc.find(s.flag);
     if (it == doc.end()) {
-      ADD_FAILURE() << f.name << " is missing from docs/usage.md";
+      ADD_FAILURE() << s.flag << " is missing from docs/usage.md";
       continue;
     }
-    EXPECT_EQ(it->second, f.doc_default) << f.name;
+    EXPECT_EQ(it->second, s.doc_default()) << s.flag;
   }
   for (const auto& [name, def] : doc) {
     EXPECT_TRUE(code.count(name)) << name << " is in docs/usage.md but not a flag";
   }
 }
 
-TEST(RunFlags, NumericDefaultsAreTheConfigsDefaults) {
-  const zob::RunConfig defaults;
-  for (const zob::RunFlag& f : zob::run_flags()) {
-    if (f.get == nullptr || f.doc_default.empty() || !std::isdigit(f.doc_default[0])) continue;
-    EXPECT_EQ(f.doc_default.substr(0, f.doc_default.find(' ')), std::to_string(f.get(defaults)))
-        << f.name;
-  }
-}
-
-TEST(RunFlags, HelpShowsEveryFlagWithItsText) {
+// Each flag's line of --help: "--hidden N=2048   hidden size h" (a [default] only where the
+// declaration has one), in the declarations' order.
+TEST(Settings, HelpShowsEveryFlagWithItsValueDefaultAndText) {
   testing::internal::CaptureStdout();
   parse({"--help"});
   const std::string help = testing::internal::GetCapturedStdout();
-  for (const zob::RunFlag& f : zob::run_flags()) {
-    EXPECT_NE(help.find(f.name), std::string::npos) << f.name;
-    EXPECT_NE(help.find(f.help), std::string::npos) << f.name;
+  std::size_t last = 0;
+  for (const zob::Setting& s : zob::settings()) {
+    if (!s.has_flag()) continue;
+    std::string head = "  " + s.flag;
+    if (!s.value_name.empty()) head += " " + s.value_name;
+    if (!s.help_default().empty()) head += "=" + s.help_default();
+    const auto at = help.find(head + (s.help_default().empty() ? " " : ""));
+    ASSERT_NE(at, std::string::npos) << head;
+    EXPECT_GT(at, last) << s.flag << " out of order";
+    last = at;
+    const auto text = help.find(s.help, at);
+    EXPECT_NE(text, std::string::npos) << s.flag;
+    EXPECT_EQ(help.find("\n  --", at + 1), help.find("\n  --", text)) << s.flag << "'s help";
   }
+}
+
+// A RunConfig whose every setting differs from its default (the test below fails for a new
+// setting until it is changed here too).
+zob::RunConfig changed_config() {
+  zob::RunConfig c;
+  c.model = zob::resolve_model(std::string(ZOB_SOURCE_DIR) + "/tests/models/tiny-qwen2");
+  c.model.vocab = 1000;
+  c.model.hidden = 64;
+  c.model.layers = 3;
+  c.batch = 3, c.seq = 17, c.steps = 5, c.warmup = 1;
+  c.device = zob::DeviceKind::xpu, c.device_index = 2;
+  c.arms = {zob::Arm::hostalloc, zob::Arm::pageable};
+  c.loop = zob::Loop::offload_param;
+  c.chunk_elems = 12345, c.sub_group_size = 777, c.threads = 3, c.seed = 99;
+  c.chunk_elems_sweep = {12345, 5}, c.sub_group_size_sweep = {777, 9};
+  c.json_path = "out.json", c.timeout_s = 12.5, c.gpus = 2, c.repeats = 3;
+  c.schedule = zob::Schedule::overlap, c.cpu_affinity = {3, 1};
+  c.trace_path = "t.json", c.plot_path = "p.svg", c.csv_path = "c.csv";
+  c.skip_preflight = true, c.compat = zob::Compat::v2, c.dry_run = true;
+  c.ablate_register = true;
+  return c;
+}
+
+// The child's hand-over: exactly the declared keys; each read back alone into a default
+// config; an absent key reads as the member's default.
+TEST(Settings, JsonHasExactlyTheDeclaredKeysEachReadAndWritten) {
+  const zob::RunConfig defaults, changed = changed_config();
+  const nlohmann::json j = changed;
+  std::set<std::string> keys;
+  for (const zob::Setting& s : zob::settings()) {
+    if (s.json_key.empty()) continue;
+    keys.insert(s.json_key);
+    EXPECT_NE(s.write(changed), s.write(defaults)) << s.json_key << ": not changed by the test";
+    EXPECT_EQ(j.at(s.json_key), s.write(changed)) << s.json_key;
+    const auto one = nlohmann::json{{s.json_key, j.at(s.json_key)}}.get<zob::RunConfig>();
+    EXPECT_EQ(s.write(one), s.write(changed)) << s.json_key;
+  }
+  std::set<std::string> written;
+  for (const auto& [k, v] : j.items()) written.insert(k);
+  EXPECT_EQ(written, keys);
+  EXPECT_EQ(nlohmann::json(j.get<zob::RunConfig>()), j);
+  EXPECT_EQ(nlohmann::json(nlohmann::json::object().get<zob::RunConfig>()),
+            nlohmann::json(defaults));
+}
+
+// DRIVERRESULT's workload: the settings marked for it, as the hand-over writes them, and the
+// derived keys.
+TEST(Settings, WorkloadShowsTheDeclaredSettings) {
+  const zob::RunConfig c = changed_config();
+  const auto w = zob::workload_json(c);
+  std::set<std::string> shown, declared;
+  for (const auto& [k, v] : w.items()) shown.insert(k);
+  for (const char* k : zob::kWorkloadDerivedKeys) declared.insert(k);
+  for (const zob::Setting& s : zob::settings()) {
+    if (!s.workload) continue;
+    declared.insert(s.json_key);
+    EXPECT_EQ(nlohmann::json(w.at(s.json_key)), s.write(c)) << s.json_key;
+  }
+  EXPECT_EQ(shown, declared);
 }
 
 // Each integer flag takes its end points and refuses one past them, on the command line and
 // in validate_run_config (the child's re-check).
-TEST(RunFlags, RangesAreEnforcedByTheCliAndTheCheck) {
-  for (const zob::RunFlag& f : zob::run_flags()) {
+TEST(Settings, RangesAreEnforcedByTheCliAndTheCheck) {
+  for (const zob::Setting& f : zob::settings()) {
     if (f.kind != zob::FlagKind::integer) continue;
-    SCOPED_TRACE(f.name);
+    SCOPED_TRACE(f.flag);
     for (const std::int64_t v : {f.min, f.max}) {
-      const auto cmd = parse({f.name, std::to_string(v)});
+      const auto cmd = parse({f.flag, std::to_string(v)});
       EXPECT_EQ(f.get(cmd.run), v);
     }
     for (const std::int64_t v : {f.min - 1, f.max + 1}) {
       try {
-        parse({f.name, std::to_string(v)});
+        parse({f.flag, std::to_string(v)});
         ADD_FAILURE() << v << " accepted";
       } catch (const zob::UsageError& e) {
-        EXPECT_NE(std::string(e.what()).find(f.name), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(f.flag), std::string::npos) << e.what();
       }
     }
     zob::RunConfig c;

@@ -1,0 +1,117 @@
+// The strict parsing of flag values (zob/settings.hpp): whole numbers, seconds, lists.
+#include "zob/settings.hpp"
+
+#include <fmt/format.h>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include "zob/errors.hpp"
+#include "zob/text.hpp"
+
+namespace zob {
+
+std::string range_text(std::int64_t min, std::int64_t max) {
+  return fmt::format("a whole number from {} to {}", min, max);
+}
+
+std::int64_t parse_integer_flag(const std::string& flag, const std::string& text, std::int64_t min,
+                                std::int64_t max) {
+  const char* s = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s, &end, 10);
+  const bool digits = !text.empty() && end == s + text.size() &&
+                      text.find_first_not_of("+-0123456789") == std::string::npos;
+  if (!digits) {
+    throw UsageError(
+        fmt::format("{} '{}' is not a whole number; give {}", flag, text, range_text(min, max)));
+  }
+  if (errno == ERANGE || v < min || v > max) {
+    throw UsageError(
+        fmt::format("{} {} is out of range; give {}", flag, text, range_text(min, max)));
+  }
+  return v;
+}
+
+std::uint64_t parse_unsigned_flag(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+      end != text.c_str() + text.size()) {
+    throw UsageError(fmt::format("{} '{}' is not a whole number; give one from 0 to {}", flag, text,
+                                 std::numeric_limits<std::uint64_t>::max()));
+  }
+  if (errno == ERANGE) {
+    throw UsageError(fmt::format("{} {} is out of range; give one from 0 to {}", flag, text,
+                                 std::numeric_limits<std::uint64_t>::max()));
+  }
+  return v;
+}
+
+double parse_seconds_flag(const std::string& flag, const std::string& text, double max) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v) ||
+      text.find_first_of("xXpPnN") != std::string::npos) {
+    throw UsageError(
+        fmt::format("{} '{}' is not a number of seconds; give e.g. 30 or 0.5 "
+                    "(0 = no limit)",
+                    flag, text));
+  }
+  if (v < 0 || v > max) {
+    throw UsageError(
+        fmt::format("{} {} is out of range; give 0 (no limit) to {:g} seconds", flag, text, max));
+  }
+  return v;
+}
+
+std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text,
+                                             std::int64_t min, std::int64_t max) {
+  std::vector<std::int64_t> out;
+  for (const std::string& item : split_list(text)) {
+    if (item.empty()) {
+      throw UsageError(
+          fmt::format("{} '{}' has an empty value; give one number or a "
+                      "comma-separated list such as 16777216,67108864",
+                      flag, text));
+    }
+    const std::int64_t v = parse_integer_flag(flag, item, min, max);
+    for (std::int64_t seen : out) {
+      if (seen == v) {
+        throw UsageError(fmt::format("{} lists {} twice; list each value once", flag, v));
+      }
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<Arm> parse_arm_list(const std::string& text) {
+  std::vector<Arm> arms;
+  std::set<std::string> seen;
+  for (const std::string& name : split_list(text)) {
+    if (name.empty()) {
+      throw UsageError("--arms '" + text +
+                       "' has an empty arm name; give a comma-separated "
+                       "list such as registered,unregistered");
+    }
+    Arm arm{};
+    try {
+      arm = parse_arm(name);
+    } catch (const UsageError&) {
+      throw UsageError("--arms: unknown arm '" + name +
+                       "'; use registered, unregistered, pageable or hostalloc");
+    }
+    if (!seen.insert(name).second) {
+      throw UsageError("--arms: arm '" + name + "' is listed twice; list each arm once");
+    }
+    arms.push_back(arm);
+  }
+  return arms;
+}
+
+}  // namespace zob
