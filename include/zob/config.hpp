@@ -36,7 +36,7 @@ enum class Schedule {
   deepspeed,  // DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits (docs/schedules.md)
 };
 
-// In the order the texts list them.
+// In the order the texts list them; src/step runs each as a case (step/schedule_case.hpp).
 inline constexpr Schedule kAllSchedules[] = {Schedule::stock, Schedule::overlap,
                                              Schedule::deepspeed};
 

@@ -10,6 +10,7 @@
 #include "report/verdict.hpp"
 #include "zob/environment.hpp"
 #include "zob/phase.hpp"
+#include "zob/step.hpp"
 #include "zob/text.hpp"
 
 namespace zob {
@@ -244,10 +245,8 @@ std::string render_environment_header(const RunResult& run) {
   out += fmt::format("# kernel: {}, host {}, started {}\n", one_line(h.kernel),
                      one_line(h.hostname), h.utc_start);
   const RunConfig& c = run.config;
-  out += fmt::format("# step: {} loop, {} schedule{}\n", to_string(c.loop), to_string(c.schedule),
-                     c.schedule == Schedule::deepspeed ? " (DeepSpeed 0.19.8's ZeRO-3 operations)"
-                     : c.schedule == Schedule::overlap ? " (what-if: Adam overlapped with the copies)"
-                                                       : " (what-if: the algorithm's operations, no framework)");
+  out += fmt::format("# step: {} loop, {} schedule ({})\n", to_string(c.loop),
+                     to_string(c.schedule), schedule_description(c.schedule));
   return out;
 }
 

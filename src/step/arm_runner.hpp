@@ -36,9 +36,13 @@ struct RankComms {
   Collectives* data = nullptr;
 };
 
+// When Adam runs, as the schedule's case chooses: once every gradient has landed (stock), or
+// per piece as its gradients land, overlapped with the copy-back (overlap).
+enum class AdamOrder { after_all_gradients, overlapped };
+
 class ArmRunner {
  public:
-  ArmRunner(const RunConfig& config, Arm arm, Device& dev, RankComms comms = {});
+  ArmRunner(const RunConfig& config, Arm arm, Device& dev, AdamOrder order, RankComms comms = {});
   ArmRunner(const ArmRunner&) = delete;
   ArmRunner& operator=(const ArmRunner&) = delete;
 
@@ -103,6 +107,7 @@ class ArmRunner {
 
   const RunConfig& cfg_;
   Arm arm_;
+  AdamOrder order_;
   Device& dev_;
   SingleRankCollectives single_;
   Collectives* comm_;  // host memory

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "step/decoder_math.hpp"
-#include "step/deepspeed_runner.hpp"
 #include "step/partitioned_step.hpp"
-#include "zob/errors.hpp"
+#include "step/schedule_case.hpp"
 #include "step/step_internal.hpp"
+#include "zob/errors.hpp"
 #include "zob/model.hpp"
 #include "zob/stats.hpp"
 #include "zob/step.hpp"
@@ -74,8 +74,7 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
   if (c.loop == Loop::copy_back) {
     s.params = 2 * S;
     s.copy_temp = 4 * std::min(u(c.chunk_elems), S);
-    if (c.schedule == Schedule::overlap) s.copy_temp_second = s.copy_temp;  // double-buffered
-    if (ranks > 1) s.param_slot = 2 * fetch_gathered;                       // the all-gathers' ring
+    if (ranks > 1) s.param_slot = 2 * fetch_gathered;  // the all-gathers' ring
   } else {
     s.param_slot = 2 * std::max({biggest, fetch_gathered, u(largest_fetch(layout))});
     if (ranks > 1) s.shard_stage = 2 * fetch_shard;
@@ -94,25 +93,7 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
   }
   s.tokens = 4 * (T + T + (T + 1) + T);  // ids, unique ids, offsets, positions
   s.loss = 4;
-  if (c.schedule == Schedule::deepspeed) {
-    // Every parameter resident (DeepSpeed keeps what it reuses within 1e9 elements; the
-    // executor keeps all), gradients held until their bucket flush, no fetch or grad slots.
-    std::uint64_t largest_tensor = 0;
-    for (const auto& m : layout.modules) {
-      for (const auto& t : m.tensors) largest_tensor = std::max(largest_tensor, u(t.count()));
-    }
-    s.params = 2 * P;
-    s.param_slot = s.grad_slot_bf16 = s.grad_slot_f32 = 0;
-    s.grad_store = 2 * P;
-    s.flush_temp_bf16 = 2 * largest_tensor;
-    s.flush_temp_f32 = 4 * largest_tensor;
-    if (ranks > 1) {  // DeepSpeed's per-tensor partitions, not the ShardLayout
-      const DeepSpeedPlan plan = build_deepspeed_plan(layout, c.loop);
-      const DsPartitions parts = DsPartitions::build(plan, ranks, 0);
-      s.deepspeed_ranks = ds_rank_buffers(plan, parts).total();
-      if (c.loop == Loop::copy_back) s.copy_temp = 4 * std::min(u(c.chunk_elems), u(parts.total));
-    }
-  }
+  schedule_case(c.schedule).plan_device(c, layout, ranks, s);
   return s;
 }
 
@@ -152,13 +133,7 @@ MemoryPlan plan_memory(const RunConfig& config) {
   plan.host_pinned_bytes = 4 * P + 4 * P;  // fp32 master + fp32 gradients
   if (config.loop == Loop::offload_param) plan.host_pinned_bytes += 2 * P;  // bf16 params
   plan.host_pageable_bytes = 4 * P + 4 * P;                                 // exp_avg + exp_avg_sq
-  if (config.schedule == Schedule::deepspeed) {
-    plan.host_pinned_bytes += 2 * P;           // DeepSpeed's pinned bf16 gradient partition
-    if (config.loop == Loop::offload_param) {  // its fp32 master is plain memory there
-      plan.host_pinned_bytes -= 4 * P;
-      plan.host_pageable_bytes += 4 * P;
-    }
-  }
+  step_detail::schedule_case(config.schedule).plan_host(config, P, plan);
   plan.device_bytes = step_detail::device_sizes(config, layout).total();
   return plan;
 }

@@ -18,6 +18,7 @@
 #include "step/arm_result_fill.hpp"
 #include "step/arm_runner.hpp"
 #include "step/rank_placement.hpp"
+#include "step/schedule_case.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
 #include "zob/clock.hpp"
@@ -47,9 +48,11 @@ ModelLayout shard_layout_of(const ModelLayout& layout, const ShardLayout& shards
 
 }  // namespace
 
-ArmRunner::ArmRunner(const RunConfig& config, Arm arm, Device& dev, RankComms comms)
+ArmRunner::ArmRunner(const RunConfig& config, Arm arm, Device& dev, AdamOrder order,
+                     RankComms comms)
     : cfg_(config),
       arm_(arm),
+      order_(order),
       dev_(dev),
       comm_(comms.host != nullptr ? comms.host : &single_),
       data_(comms.data != nullptr ? comms.data : comm_),
@@ -69,7 +72,7 @@ void ArmRunner::setup() {
   allocate_host();
   allocate_device();
   create_events();
-  if (c.schedule == Schedule::overlap) make_overlap_schedule();
+  if (order_ == AdamOrder::overlapped) make_overlap_schedule();
   // The initial device parameters take the same path a step takes after Adam.
   if (offload()) {
     cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), shards_.total, *pool_);
@@ -410,9 +413,7 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
 
 ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
                           std::vector<float>* final_master) {
-  if (config.schedule == Schedule::deepspeed)
-    return run_deepspeed_arm(config, arm, device, final_master);
-  return run_arm_with<ArmRunner>(config, arm, device, final_master);
+  return schedule_case(config.schedule).run(config, arm, device, final_master);
 }
 
 void check_step_config(const RunConfig& c, const char* who) {

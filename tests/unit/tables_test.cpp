@@ -3,6 +3,7 @@
 // phases against the result schema.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <functional>
@@ -13,6 +14,7 @@
 
 #include "cli/cli.hpp"
 #include "report/report.hpp"
+#include "step/schedule_case.hpp"
 #include "zob/backends.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
@@ -206,6 +208,19 @@ TEST(Backends, NamesRoundTripAndAutoTriesAcceleratorsFirst) {
   }
   EXPECT_EQ(zob::find_backend("gpu"), nullptr);
   EXPECT_EQ(zob::find_backend(zob::DeviceKind::automatic), nullptr);
+}
+
+// Every schedule runs as exactly one registered case, named as the config names it.
+TEST(Schedules, EveryScheduleHasOneCase) {
+  const auto cases = zob::step_detail::schedule_cases();
+  EXPECT_EQ(cases.size(), std::size(zob::kAllSchedules));
+  for (zob::Schedule s : zob::kAllSchedules) {
+    const zob::step_detail::ScheduleCase& c = zob::step_detail::schedule_case(s);
+    EXPECT_EQ(c.id(), s);
+    EXPECT_STREQ(c.name(), zob::to_string(s));
+    EXPECT_STRNE(c.description(), "");
+    EXPECT_EQ(std::count(cases.begin(), cases.end(), &c), 1) << c.name();
+  }
 }
 
 TEST(Phase, SchemaListsExactlyThePhases) {

@@ -1,0 +1,50 @@
+// Internal to src/step: each --schedule is a case behind this one interface (nvbandwidth's
+// Testcase is the model): its name and the words the report gives it, what it plans beyond
+// the common step's buffers, and how it runs one arm, alone or as one rank of N. The cases
+// are registered in the one table of schedules.cpp; adding a schedule is its case's file and
+// a line there (and its name in zob/config.hpp's Schedule, the vocabulary every layer
+// speaks). Every case's bound is step_bound over its runner's link times (arm_runner_common).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "step/step_internal.hpp"
+#include "zob/collectives.hpp"
+#include "zob/config.hpp"
+#include "zob/device.hpp"
+#include "zob/model.hpp"
+#include "zob/result.hpp"
+#include "zob/step.hpp"
+
+namespace zob::step_detail {
+
+struct DeepSpeedKnobs;
+
+class ScheduleCase {
+ public:
+  virtual ~ScheduleCase() = default;
+  virtual Schedule id() const = 0;
+  const char* name() const { return to_string(id()); }
+  // The report header's words for it: "DeepSpeed 0.19.8's ZeRO-3 operations".
+  virtual const char* description() const = 0;
+  // What it plans: the device buffers of one rank of `ranks` (device_sizes has filled in the
+  // common step's) and the host memory of the arm (plan_memory has filled in the common one).
+  virtual void plan_device(const RunConfig& config, const ModelLayout& layout, int ranks,
+                           DeviceSizes& sizes) const = 0;
+  virtual void plan_host(const RunConfig& config, std::uint64_t params, MemoryPlan& plan) const = 0;
+  // How it runs: one arm on one rank (final_master, if given, receives the fp32 master).
+  virtual ArmResult run(const RunConfig& config, Arm arm, Device& device,
+                        std::vector<float>* final_master) const = 0;
+  // One arm as rank comm.rank() of comm.size() (run_partitioned_arm, partitioned_step.hpp).
+  // `knobs`: DeepSpeed's ZeRO-3 settings for the case that replays it (null: its defaults).
+  virtual ArmResult run_rank(const RunConfig& config, Arm arm, Device& device, Collectives& comm,
+                             Collectives& data, std::vector<float>* final_shard,
+                             const DeepSpeedKnobs* knobs) const = 0;
+};
+
+// The case of `schedule`, from the table; every Schedule has one (a unit test checks).
+const ScheduleCase& schedule_case(Schedule schedule);
+std::span<const ScheduleCase* const> schedule_cases();
+
+}  // namespace zob::step_detail

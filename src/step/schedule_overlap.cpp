@@ -1,0 +1,40 @@
+// --schedule overlap: Adam per piece as its gradients land, the copy-back of piece i under the
+// Adam of piece i+1 (overlap.hpp). The what-if of overlapping the optimizer with the copies;
+// under the copy-back loop it plans a second fp32 temporary (double-buffered pieces).
+#include "step/arm_runner.hpp"
+#include "step/arm_runner_common.hpp"
+#include "step/rank_arm.hpp"
+#include "step/schedule_case.hpp"
+
+namespace zob::step_detail {
+
+namespace {
+
+class OverlapCase final : public ScheduleCase {
+ public:
+  Schedule id() const override { return Schedule::overlap; }
+  const char* description() const override { return "what-if: Adam overlapped with the copies"; }
+  void plan_device(const RunConfig& c, const ModelLayout&, int, DeviceSizes& s) const override {
+    if (c.loop == Loop::copy_back) s.copy_temp_second = s.copy_temp;
+  }
+  void plan_host(const RunConfig&, std::uint64_t, MemoryPlan&) const override {}
+  ArmResult run(const RunConfig& config, Arm arm, Device& device,
+                std::vector<float>* final_master) const override {
+    return run_arm_with<ArmRunner>(config, arm, device, final_master, AdamOrder::overlapped);
+  }
+  ArmResult run_rank(const RunConfig& config, Arm arm, Device& device, Collectives& comm,
+                     Collectives& data, std::vector<float>* final_shard,
+                     const DeepSpeedKnobs*) const override {
+    ArmRunner runner(config, arm, device, AdamOrder::overlapped, {&comm, &data});
+    return run_rank_arm(runner, config, arm, device, comm, data, final_shard);
+  }
+};
+
+}  // namespace
+
+const ScheduleCase& overlap_schedule() {
+  static const OverlapCase c;
+  return c;
+}
+
+}  // namespace zob::step_detail

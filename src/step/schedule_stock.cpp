@@ -1,0 +1,41 @@
+// --schedule stock: the algorithm's operations and nothing else (docs/anatomy.md §3): every
+// gradient lands, then per sub-group CPU Adam and its way back to the device. The what-if
+// without a framework's choices; it plans nothing beyond the common step.
+#include "step/arm_runner.hpp"
+#include "step/arm_runner_common.hpp"
+#include "step/rank_arm.hpp"
+#include "step/schedule_case.hpp"
+
+namespace zob::step_detail {
+
+namespace {
+
+class StockCase final : public ScheduleCase {
+ public:
+  Schedule id() const override { return Schedule::stock; }
+  const char* description() const override {
+    return "what-if: the algorithm's operations, no framework";
+  }
+  void plan_device(const RunConfig&, const ModelLayout&, int, DeviceSizes&) const override {}
+  void plan_host(const RunConfig&, std::uint64_t, MemoryPlan&) const override {}
+  ArmResult run(const RunConfig& config, Arm arm, Device& device,
+                std::vector<float>* final_master) const override {
+    return run_arm_with<ArmRunner>(config, arm, device, final_master,
+                                   AdamOrder::after_all_gradients);
+  }
+  ArmResult run_rank(const RunConfig& config, Arm arm, Device& device, Collectives& comm,
+                     Collectives& data, std::vector<float>* final_shard,
+                     const DeepSpeedKnobs*) const override {
+    ArmRunner runner(config, arm, device, AdamOrder::after_all_gradients, {&comm, &data});
+    return run_rank_arm(runner, config, arm, device, comm, data, final_shard);
+  }
+};
+
+}  // namespace
+
+const ScheduleCase& stock_schedule() {
+  static const StockCase c;
+  return c;
+}
+
+}  // namespace zob::step_detail
