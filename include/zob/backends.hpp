@@ -1,7 +1,8 @@
 // The device backends, declared once: the --device name, the plugin file the registry loads
-// (nullptr: linked into the executable), why a build without it cannot run it, and whether
-// --device auto tries it. Everything that names the backends (the config's names, the
-// registry, --list-devices, the CLI's texts, the MPI launcher) reads this table.
+// (nullptr: linked into the executable), why a build without it cannot run it, whether
+// --device auto tries it, and the runtime call behind the hostalloc arm. Everything above the
+// device interface that names the backends (the config's names, the registry, --list-devices,
+// the CLI's texts, the MPI launcher, the report) reads this table.
 #pragma once
 #include <string>
 #include <string_view>
@@ -16,19 +17,22 @@ namespace zob {
 
 struct BackendInfo {
   DeviceKind kind;
-  const char* name;       // --device NAME, DeviceInfo::backend, DRIVERRESULT's "device"
-  const char* plugin;     // file next to the executable; nullptr: linked in
-  const char* not_built;  // the reason a build without the plugin gives
-  bool accelerator;       // tried by --device auto, in table order, before the CPU device
+  const char* name;        // --device NAME, DeviceInfo::backend, DRIVERRESULT's "device"
+  const char* plugin;      // file next to the executable; nullptr: linked in
+  const char* not_built;   // the reason a build without the plugin gives
+  bool accelerator;        // tried by --device auto, in table order, before the CPU device
+  const char* host_alloc;  // the runtime's allocation of the hostalloc arm's pinned memory
 };
 
 // In the order the texts list them (and --list-devices probes them).
 inline constexpr BackendInfo kBackends[] = {
-    {DeviceKind::cpu, "cpu", nullptr, nullptr, false},
+    {DeviceKind::cpu, "cpu", nullptr, nullptr, false, "allocate_host"},
     {DeviceKind::cuda, "cuda", ZOB_CUDA_PLUGIN,
-     "this build has no CUDA backend (configure on a machine with the CUDA toolkit)", true},
+     "this build has no CUDA backend (configure on a machine with the CUDA toolkit)", true,
+     "cudaMallocHost"},
     {DeviceKind::xpu, "xpu", ZOB_LEVEL_ZERO_PLUGIN,
-     "this build has no Level Zero backend (configure with libze-dev installed)", true},
+     "this build has no Level Zero backend (configure with libze-dev installed)", true,
+     "zeMemAllocHost"},
 };
 
 // The entry named `name` ("cpu", "cuda", "xpu"); nullptr for any other.

@@ -8,6 +8,7 @@
 #include "report/json_util.hpp"
 #include "report/report.hpp"
 #include "report/verdict.hpp"
+#include "zob/backends.hpp"
 #include "zob/environment.hpp"
 #include "zob/phase.hpp"
 #include "zob/step.hpp"
@@ -339,8 +340,9 @@ std::string render_registration_lines(const RunResult& run) {
     std::string line = fmt::format("registration: {}: {} locked, {} registered", to_string(a.arm),
                                    bytes_text(a.locked_bytes), bytes_text(a.registered_bytes));
     if (a.runtime_pinned_bytes > 0) {
+      const BackendInfo* backend = find_backend(a.device);
       line += fmt::format(", {} pinned by the runtime ({})", bytes_text(a.runtime_pinned_bytes),
-                          a.device == "cuda" ? "cudaMallocHost" : a.device == "xpu" ? "zeMemAllocHost" : "allocate_host");
+                          backend != nullptr ? backend->host_alloc : "allocate_host");
     }
     line += fmt::format(" ({}{})", a.registration.empty() ? "none" : a.registration,
                         a.registered_bytes > 0 ? (a.registration_verified ? ", verified"

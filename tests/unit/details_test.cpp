@@ -13,6 +13,7 @@
 #include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "report/report.hpp"
+#include "zob/backends.hpp"
 
 namespace {
 
@@ -286,6 +287,22 @@ TEST(Report, RegistrationPerGibAndItsLine) {
   EXPECT_NE(lines.find("registration: unregistered: 8.00 kB locked, 0 B registered (none)\n"),
             std::string::npos)
       << lines;
+}
+
+// The hostalloc arm's runtime call comes from the backend table (the report names no backend).
+TEST(Report, RuntimePinnedMemoryNamesTheBackendsCall) {
+  Rng rng;
+  zob::RunResult run = rounds_run(rng, 1);
+  run.arms[0].runtime_pinned_bytes = 4096;
+  for (const zob::BackendInfo& b : zob::kBackends) {
+    run.arms[0].device = b.name;
+    const std::string lines = zob::render_registration_lines(run);
+    EXPECT_NE(lines.find(fmt::format("4.10 kB pinned by the runtime ({})", b.host_alloc)),
+              std::string::npos)
+        << lines;
+  }
+  EXPECT_STREQ(zob::find_backend("cuda")->host_alloc, "cudaMallocHost");
+  EXPECT_STREQ(zob::find_backend("xpu")->host_alloc, "zeMemAllocHost");
 }
 
 TEST(Report, EnvironmentHeaderAndJson) {
