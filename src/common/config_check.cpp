@@ -42,9 +42,12 @@ void check_ranges(const RunConfig& c) {
   for (const Setting& s : settings()) {
     if (s.max > 0) check_range(s.flag, s.get(c), s.config_min, s.max);
   }
-  for (std::int64_t v : c.chunk_elems_sweep) check_range("--chunk-elems", v, 1, limits::elems);
+  const Setting& chunk = setting_of_key("chunk_elems");
+  const Setting& sub_group = setting_of_key("sub_group_size");
+  for (std::int64_t v : c.chunk_elems_sweep)
+    check_range(chunk.flag, v, chunk.config_min, chunk.max);
   for (std::int64_t v : c.sub_group_size_sweep) {
-    check_range("--sub-group-size", v, 1, limits::elems);
+    check_range(sub_group.flag, v, sub_group.config_min, sub_group.max);
   }
   if (!c.chunk_elems_sweep.empty() && c.chunk_elems_sweep.front() != c.chunk_elems) {
     throw UsageError("--chunk-elems: the sweep's first value must be the configured one");
@@ -53,7 +56,8 @@ void check_ranges(const RunConfig& c) {
     throw UsageError("--sub-group-size: the sweep's first value must be the configured one");
   }
   // 0 with several ranks: one thread per CPU of the rank's slice (chosen by each rank).
-  if (c.gpus == 1) check_range("--threads", c.threads, 1, limits::threads);
+  const Setting& threads = setting_of_key("threads");
+  if (c.gpus == 1) check_range(threads.flag, c.threads, threads.min, threads.max);
   if (!(c.timeout_s >= 0) || !std::isfinite(c.timeout_s) || c.timeout_s > limits::timeout_s) {
     throw UsageError(
         fmt::format("--timeout {} is out of range; give 0 (no limit) to {:g} "

@@ -141,6 +141,10 @@ class Decl {
     s_.config_min = config_min;
     return *this;
   }
+  Decl& config_min(std::int64_t min) {
+    s_.config_min = min;
+    return *this;
+  }
   Decl& set(void (*setter)(RunConfig&, std::int64_t)) {
     s_.set = setter;
     return *this;
@@ -206,10 +210,12 @@ std::string schedules_default_first() {
   return out;
 }
 
-// --chunk-elems / --sub-group-size: the first value, and every value when the list sweeps.
+// --chunk-elems / --sub-group-size: the first value, and every value when the list sweeps,
+// each in the flag's declared range.
 void parse_sweep(const char* flag, const std::string& text, std::int64_t& first,
                  std::vector<std::int64_t>& sweep) {
-  const auto v = parse_integer_list(flag, text, 1, limits::elems);
+  const Setting& s = setting_of_flag(flag);
+  const auto v = parse_integer_list(flag, text, s.min, s.max);
   first = v.front();
   if (v.size() > 1) sweep = v;
 }
@@ -335,7 +341,7 @@ std::vector<Setting> declare_step_and_outputs() {
                    "CPU Adam threads (default: CPUs available, or as many as --cpu-affinity "
                    "lists; with --gpus N, per rank: the CPUs of its slice)",
                    1, limits::threads)
-          .range(1, limits::threads, 0)
+          .config_min(0)
           .resolved_default([] { return std::to_string(available_cpus()); })
           .doc_words("CPUs this process may use (with `--cpu-affinity`: as many as it lists; with "
                      "`--gpus N > 1`: per rank, the CPUs of its slice)"),
@@ -356,10 +362,10 @@ std::vector<Setting> declare_step_and_outputs() {
       Decl(member(&RunConfig::gpus, "gpus"))
           .value("--gpus", "N|all", "ranks per arm, one per device (ZeRO-3 partitioned), or 'all'",
                  [](RunConfig& c, const std::string& text) {
-                   c.gpus =
-                       text == "all"
-                           ? 0
-                           : static_cast<int>(parse_integer_flag("--gpus", text, 1, limits::gpus));
+                   const Setting& s = setting_of_flag("--gpus");
+                   c.gpus = text == "all"
+                                ? 0
+                                : static_cast<int>(parse_integer_flag(s.flag, text, s.min, s.max));
                  })
           .range(1, limits::gpus, 0)
           .workload(),
