@@ -220,17 +220,21 @@ void parse_sweep(const char* flag, const std::string& text, std::int64_t& first,
   if (v.size() > 1) sweep = v;
 }
 
-std::vector<Setting> declare_model_and_run();
-std::vector<Setting> declare_step_and_outputs();
+// The declarations in --help order, in four groups (the model, the run, the step, the outputs).
+std::vector<Setting> declare_model();
+std::vector<Setting> declare_run();
+std::vector<Setting> declare_step();
+std::vector<Setting> declare_outputs();
 
 std::vector<Setting> declare_settings() {
-  std::vector<Setting> all = declare_model_and_run();
-  for (Setting& s : declare_step_and_outputs()) all.push_back(std::move(s));
+  std::vector<Setting> all;
+  for (auto* group : {declare_model, declare_run, declare_step, declare_outputs}) {
+    for (Setting& s : group()) all.push_back(std::move(s));
+  }
   return all;
 }
 
-// In --help order, with declare_step_and_outputs.
-std::vector<Setting> declare_model_and_run() {
+std::vector<Setting> declare_model() {
   return {
       model_setting(),
       Decl(member(&ModelShape::hidden, "hidden"))
@@ -256,6 +260,11 @@ std::vector<Setting> declare_model_and_run() {
       Decl(member(&ModelShape::vocab, "vocab"))
           .integer("--vocab", "vocabulary size", 1, limits::vocab)
           .workload(),
+  };
+}
+
+std::vector<Setting> declare_run() {
+  return {
       Decl(member(&RunConfig::device, "device"))
           .value("--device", "NAME", backend_names("|", true),
                  [](RunConfig& c, const std::string& text) {
@@ -292,7 +301,7 @@ std::vector<Setting> declare_model_and_run() {
   };
 }
 
-std::vector<Setting> declare_step_and_outputs() {
+std::vector<Setting> declare_step() {
   const std::string numa_node = "the device's NUMA node";
   return {
       Decl(member(&RunConfig::chunk_elems, "chunk_elems"))
@@ -345,6 +354,11 @@ std::vector<Setting> declare_step_and_outputs() {
           .resolved_default([] { return std::to_string(available_cpus()); })
           .doc_words("CPUs this process may use (with `--cpu-affinity`: as many as it lists; with "
                      "`--gpus N > 1`: per rank, the CPUs of its slice)"),
+  };
+}
+
+std::vector<Setting> declare_outputs() {
+  return {
       Decl(member(&RunConfig::seed, "seed"))
           .value("--seed", "N", "seed of the initial weights and token ids",
                  [](RunConfig& c, const std::string& text) {
