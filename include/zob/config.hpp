@@ -36,7 +36,8 @@ enum class Schedule {
   deepspeed,  // DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits (docs/schedules.md)
 };
 
-// In the order the texts list them; src/step runs each as a case (step/schedule_case.hpp).
+// In the order the texts list them; src/step runs each as a case (step/schedule_case.hpp). Its
+// name and the report's words for it are vocabulary, here; what it does is its case's.
 inline constexpr Schedule kAllSchedules[] = {Schedule::stock, Schedule::overlap,
                                              Schedule::deepspeed};
 
@@ -151,7 +152,9 @@ const char* to_string(Schedule);
 const char* to_string(Compat);
 Compat parse_compat(const std::string&);  // "v1" / "v2"; UsageError otherwise
 Loop parse_loop(const std::string&);      // "copy_back" / "offload_param"; UsageError otherwise
-Schedule parse_schedule(const std::string&);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
+Schedule parse_schedule(const std::string&);
+// The report header's words for a schedule: "DeepSpeed 0.19.8's ZeRO-3 operations".
+const char* schedule_description(Schedule);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
 // The schedules for a sentence: "stock, overlap or deepspeed"; conjunction "|":
 // "stock|overlap|deepspeed".
 std::string schedule_names(const char* conjunction);

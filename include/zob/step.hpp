@@ -17,9 +17,6 @@ ArmResult run_arm(const RunConfig& config, Arm arm, Device& device);
 // completed or failed before it produced anything.
 ArmResult workload_result(const RunConfig& config, Arm arm, const DeviceInfo& device);
 
-// The report's words for a schedule ("DeepSpeed 0.19.8's ZeRO-3 operations"): its case's.
-const char* schedule_description(Schedule schedule);
-
 // Bytes the arm needs, for the pre-flight check and the step's byte-count tests.
 struct MemoryPlan {
   std::uint64_t host_pinned_bytes = 0;    // locked/registered in the arm (master, grads, bf16 params)

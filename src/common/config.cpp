@@ -43,6 +43,15 @@ const char* to_string(Schedule schedule) {
   return "?";
 }
 
+const char* schedule_description(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::stock: return "what-if: the algorithm's operations, no framework";
+    case Schedule::overlap: return "what-if: Adam overlapped with the copies";
+    case Schedule::deepspeed: return "DeepSpeed 0.19.8's ZeRO-3 operations";
+  }
+  return "?";
+}
+
 std::string schedule_names(const char* conjunction) {
   std::string out;
   const std::size_t n = std::size(kAllSchedules);

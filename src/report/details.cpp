@@ -11,7 +11,6 @@
 #include "zob/backends.hpp"
 #include "zob/environment.hpp"
 #include "zob/phase.hpp"
-#include "zob/step.hpp"
 #include "zob/text.hpp"
 
 namespace zob {

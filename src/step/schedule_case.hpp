@@ -1,9 +1,9 @@
 // Internal to src/step: each --schedule is a case behind this one interface (nvbandwidth's
-// Testcase is the model): its name and the words the report gives it, what it plans beyond
-// the common step's buffers, and how it runs one arm, alone or as one rank of N. The cases
-// are registered in the one table of schedules.cpp; adding a schedule is its case's file and
-// a line there (and its name in zob/config.hpp's Schedule, the vocabulary every layer
-// speaks). Every case's bound is step_bound over its runner's link times (arm_runner_common).
+// Testcase is the model): what it plans beyond the common step's buffers, and how it runs one
+// arm, alone or as one rank of N. The cases are registered in the one table of schedules.cpp;
+// adding a schedule is its case's file and a line there, plus its name and words in
+// zob/config.hpp (Schedule, schedule_description: the vocabulary the CLI and the report speak
+// without the step). Every case's bound is step_bound over its runner's link times.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -26,8 +26,7 @@ class ScheduleCase {
   virtual ~ScheduleCase() = default;
   virtual Schedule id() const = 0;
   const char* name() const { return to_string(id()); }
-  // The report header's words for it: "DeepSpeed 0.19.8's ZeRO-3 operations".
-  virtual const char* description() const = 0;
+  const char* description() const { return schedule_description(id()); }
   // What it plans: the device buffers of one rank of `ranks` (device_sizes has filled in the
   // common step's) and the host memory of the arm (plan_memory has filled in the common one).
   virtual void plan_device(const RunConfig& config, const ModelLayout& layout, int ranks,

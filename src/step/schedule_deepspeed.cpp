@@ -17,7 +17,6 @@ namespace {
 class DeepSpeedCase final : public ScheduleCase {
  public:
   Schedule id() const override { return Schedule::deepspeed; }
-  const char* description() const override { return "DeepSpeed 0.19.8's ZeRO-3 operations"; }
 
   // Every parameter resident (DeepSpeed keeps what it reuses within 1e9 elements; the
   // executor keeps all), gradients held until their bucket flush, no fetch or grad slots.

@@ -13,7 +13,6 @@ namespace {
 class OverlapCase final : public ScheduleCase {
  public:
   Schedule id() const override { return Schedule::overlap; }
-  const char* description() const override { return "what-if: Adam overlapped with the copies"; }
   void plan_device(const RunConfig& c, const ModelLayout&, int, DeviceSizes& s) const override {
     if (c.loop == Loop::copy_back) s.copy_temp_second = s.copy_temp;
   }

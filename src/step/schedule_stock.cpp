@@ -13,9 +13,6 @@ namespace {
 class StockCase final : public ScheduleCase {
  public:
   Schedule id() const override { return Schedule::stock; }
-  const char* description() const override {
-    return "what-if: the algorithm's operations, no framework";
-  }
   void plan_device(const RunConfig&, const ModelLayout&, int, DeviceSizes&) const override {}
   void plan_host(const RunConfig&, std::uint64_t, MemoryPlan&) const override {}
   ArmResult run(const RunConfig& config, Arm arm, Device& device,

@@ -30,11 +30,3 @@ const ScheduleCase& schedule_case(Schedule schedule) {
 }
 
 }  // namespace zob::step_detail
-
-namespace zob {
-
-const char* schedule_description(Schedule schedule) {
-  return step_detail::schedule_case(schedule).description();
-}
-
-}  // namespace zob
