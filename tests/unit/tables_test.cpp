@@ -70,7 +70,7 @@ zob::CliCommand parse(std::vector<std::string> flags) {
   return zob::parse_command_line(flags);
 }
 
-TEST(Settings, UsageTableMatchesTheDeclarations) {
+TEST(RunSettings, UsageTableMatchesTheDeclarations) {
   const auto doc = usage_table();
   std::set<std::string> code;
   for (const zob::Setting& s : zob::settings()) {
@@ -90,7 +90,7 @@ TEST(Settings, UsageTableMatchesTheDeclarations) {
 
 // Each flag's line of --help: "--hidden N=2048   hidden size h" (a [default] only where the
 // declaration has one), in the declarations' order.
-TEST(Settings, HelpShowsEveryFlagWithItsValueDefaultAndText) {
+TEST(RunSettings, HelpShowsEveryFlagWithItsValueDefaultAndText) {
   testing::internal::CaptureStdout();
   parse({"--help"});
   const std::string help = testing::internal::GetCapturedStdout();
@@ -134,7 +134,7 @@ zob::RunConfig changed_config() {
 
 // The child's hand-over: exactly the declared keys; each read back alone into a default
 // config; an absent key reads as the member's default.
-TEST(Settings, JsonHasExactlyTheDeclaredKeysEachReadAndWritten) {
+TEST(RunSettings, JsonHasExactlyTheDeclaredKeysEachReadAndWritten) {
   const zob::RunConfig defaults, changed = changed_config();
   const nlohmann::json j = changed;
   std::set<std::string> keys;
@@ -156,7 +156,7 @@ TEST(Settings, JsonHasExactlyTheDeclaredKeysEachReadAndWritten) {
 
 // DRIVERRESULT's workload: the settings marked for it, as the hand-over writes them, and the
 // derived keys.
-TEST(Settings, WorkloadShowsTheDeclaredSettings) {
+TEST(RunSettings, WorkloadShowsTheDeclaredSettings) {
   const zob::RunConfig c = changed_config();
   const auto w = zob::workload_json(c);
   std::set<std::string> shown, declared;
@@ -172,7 +172,7 @@ TEST(Settings, WorkloadShowsTheDeclaredSettings) {
 
 // Each integer flag takes its end points and refuses one past them, on the command line and
 // in validate_run_config (the child's re-check).
-TEST(Settings, RangesAreEnforcedByTheCliAndTheCheck) {
+TEST(RunSettings, RangesAreEnforcedByTheCliAndTheCheck) {
   for (const zob::Setting& f : zob::settings()) {
     if (f.kind != zob::FlagKind::integer) continue;
     SCOPED_TRACE(f.flag);
