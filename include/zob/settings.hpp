@@ -96,7 +96,8 @@ std::string range_text(std::int64_t min, std::int64_t max);
 std::int64_t parse_integer_flag(const std::string& flag, const std::string& text, std::int64_t min,
                                 std::int64_t max);
 std::uint64_t parse_unsigned_flag(const std::string& flag, const std::string& text);
-double parse_seconds_flag(const std::string& flag, const std::string& text, double max);
+double parse_seconds_flag(const std::string& flag, const std::string& text, double max,
+                          const char* zero_means = "no limit");
 // "a,b,c" of whole numbers, each in [min, max] and given once.
 std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text,
                                              std::int64_t min, std::int64_t max);

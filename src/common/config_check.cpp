@@ -64,6 +64,12 @@ void check_ranges(const RunConfig& c) {
                     "seconds",
                     c.timeout_s, limits::timeout_s));
   }
+  if (!(c.deepspeed_step_s >= 0) || !std::isfinite(c.deepspeed_step_s) ||
+      c.deepspeed_step_s > limits::timeout_s) {
+    throw UsageError(fmt::format(
+        "--deepspeed-step {} is out of range; give the seconds of one DeepSpeed step (0 = none)",
+        c.deepspeed_step_s));
+  }
 }
 
 // What several ranks do not implement yet, the CPU list, the arms.

@@ -51,7 +51,8 @@ std::uint64_t parse_unsigned_flag(const std::string& flag, const std::string& te
   return v;
 }
 
-double parse_seconds_flag(const std::string& flag, const std::string& text, double max) {
+double parse_seconds_flag(const std::string& flag, const std::string& text, double max,
+                          const char* zero_means) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
@@ -59,12 +60,12 @@ double parse_seconds_flag(const std::string& flag, const std::string& text, doub
       text.find_first_of("xXpPnN") != std::string::npos) {
     throw UsageError(
         fmt::format("{} '{}' is not a number of seconds; give e.g. 30 or 0.5 "
-                    "(0 = no limit)",
-                    flag, text));
+                    "(0 = {})",
+                    flag, text, zero_means));
   }
   if (v < 0 || v > max) {
-    throw UsageError(
-        fmt::format("{} {} is out of range; give 0 (no limit) to {:g} seconds", flag, text, max));
+    throw UsageError(fmt::format("{} {} is out of range; give 0 ({}) to {:g} seconds", flag, text,
+                                 zero_means, max));
   }
   return v;
 }

@@ -22,6 +22,7 @@ void parse_name(const std::string& text, DeviceKind& out) { out = parse_device_k
 void parse_name(const std::string& text, Loop& out) { out = parse_loop(text); }
 void parse_name(const std::string& text, Schedule& out) { out = parse_schedule(text); }
 void parse_name(const std::string& text, Compat& out) { out = parse_compat(text); }
+void parse_name(const std::string& text, Arm& out) { out = parse_arm(text); }
 
 // A member's value in the JSON hand-over: enums and arms by name, the rest as they are.
 template <class T>
@@ -387,6 +388,27 @@ std::vector<Setting> declare_outputs() {
           .integer("--repeats", "rounds of all arms, interleaved, each a fresh process", 1,
                    limits::repeats)
           .accelerator_default(kAcceleratorRounds.repeats),
+      Decl(member(&RunConfig::deepspeed_step_s, "deepspeed_step_s"))
+          .value("--deepspeed-step", "SECONDS",
+                 "the step you see in DeepSpeed today (its wall_clock_breakdown or your trainer's "
+                 "log): the verdict projects it across the saving measured here; 0 = none",
+                 [](RunConfig& c, const std::string& text) {
+                   c.deepspeed_step_s =
+                       parse_seconds_flag("--deepspeed-step", text, limits::timeout_s,
+                                          "no projection");
+                 }),
+      Decl(member(&RunConfig::deepspeed_arm, "deepspeed_arm"))
+          .value("--deepspeed-arm", "ARM",
+                 "which arm that DeepSpeed step is: unregistered (pin_memory true, not "
+                 "registered), registered, or pageable (pin_memory false)",
+                 [](RunConfig& c, const std::string& text) {
+                   try {
+                     c.deepspeed_arm = parse_arm(text);
+                   } catch (const UsageError&) {
+                     throw UsageError("--deepspeed-arm: unknown arm '" + text +
+                                      "'; use unregistered, registered or pageable");
+                   }
+                 }),
       Decl(member(&RunConfig::trace_path, "trace_path"))
           .output_file("--trace", "write a Chrome trace (Perfetto) of every arm run here"),
       Decl(member(&RunConfig::plot_path, "plot_path"))
