@@ -25,7 +25,6 @@
 #include "driver/ranks.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
-#include "report/report.hpp"
 #include "step/partitioned_step.hpp"
 #include "zob/backends.hpp"
 #include "zob/clock.hpp"
@@ -35,7 +34,6 @@
 #include "zob/exit_codes.hpp"
 #include "zob/preflight.hpp"
 #include "zob/step.hpp"
-#include "zob/trace.hpp"
 
 namespace zob {
 
@@ -151,34 +149,6 @@ std::vector<RankOutcome> gather_outcomes(const std::string& mine, int device_ind
     out.push_back(std::move(o));
   }
   return out;
-}
-
-// Rank 0: the reports of the one arm, as the fork launcher's parent prints them.
-int report(RunResult& run, Arm arm) {
-  if (!run.arms.empty() && !run.arms[0].ok) {
-    stderr_line("error: ", fmt::format("arm {}: {}", to_string(arm), run.arms[0].error));
-  }
-  for (const auto& w : run_warnings(run)) stderr_line("warning: ", w);
-  const std::string text = render_stdout(run);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  bool written = true;
-  try {
-    if (!run.config.json_path.empty()) {
-      write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
-      stderr_line("", "wrote the result (DRIVERRESULT) to " + run.config.json_path);
-    }
-    if (!run.config.trace_path.empty() && !run.arms[0].samples.empty()) {
-      write_json_file(run.config.trace_path, chrome_trace({{to_string(arm), &run.arms[0]}}));
-      stderr_line("", "wrote the trace to " + run.config.trace_path);
-    }
-    for (const std::string& what : write_run_files(run)) stderr_line("", "wrote " + what);
-  } catch (const std::exception& e) {
-    stderr_line("error: ", e.what());
-    written = false;
-  }
-  const bool ok = written && run.arms[0].ok && validate_arms(run).ok();
-  return ok ? exit_code::ok : exit_code::arm_failed;
 }
 
 // 1. The flags for this world (every rank computes the same answer).
@@ -301,7 +271,10 @@ int run_rank(const MpiRequest& cmd, Clock::time_point entered) {
   run.device_info = device->info();
   run.rounds = {{merge_rank_results(c, arm, outcomes, -1, "")}};
   run.arms = {combine_rounds(runs_of(run, arm))};
-  return report(run, arm);
+  if (!run.arms[0].ok) {
+    stderr_line("error: ", fmt::format("arm {}: {}", to_string(arm), run.arms[0].error));
+  }
+  return report_run(run, 0);  // the fork launcher's reports and exit code
 }
 
 }  // namespace
