@@ -23,6 +23,7 @@
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "driver/ranks.hpp"
+#include "driver/test_hooks.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "step/partitioned_step.hpp"
@@ -79,19 +80,6 @@ int agree(const Status& mine, int rank) {
   MPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (rank == first) stderr_line("error: ", mine.line);
   return worst;
-}
-
-// ZOB_TEST_MPI_RANK_FAULT=<rank>:<throw|hang> (test-only, tests/e2e/mpi_e2e_test.cpp): that
-// rank fails, or stops answering, just before its arm starts.
-void apply_test_fault(int rank) {
-  const char* spec = std::getenv("ZOB_TEST_MPI_RANK_FAULT");
-  int r = -1;
-  char kind[16] = {};
-  if (spec == nullptr || std::sscanf(spec, "%d:%15s", &r, kind) != 2 || r != rank) return;
-  if (std::string(kind) == "throw") throw std::runtime_error("test fault (ZOB_TEST_MPI_RANK_FAULT)");
-  if (std::string(kind) == "hang") {
-    while (true) ::pause();
-  }
 }
 
 struct Place {
@@ -224,7 +212,7 @@ ArmResult run_arm_in_world(const RunConfig& c, Arm arm, Device& device, MpiColle
     }
     // The device's own collectives (NCCL on CUDA), bootstrapped over the MPI ones; none on the
     // CPU device, whose memory MPI addresses directly.
-    apply_test_fault(p.rank);
+    test_hooks::apply_mpi_rank_fault(p.rank);
     std::unique_ptr<Collectives> data = device.make_rank_collectives(comm, collective_timeout_s(c));
     r = run_partitioned_arm(c, arm, device, comm, data ? *data : comm);
   } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include "driver/driver.hpp"
 #include "driver/dry_run.hpp"
 #include "driver/process.hpp"
+#include "driver/test_hooks.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "report/report.hpp"
@@ -209,8 +210,7 @@ int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const
   if (resolved.gpus <= 1) return 0;
   // See README "Several devices per arm".
   const int visible = answer.value("device_count", 1);
-  const char* shared = std::getenv("ZOB_TEST_SHARE_DEVICE");  // driver/ranks.cpp
-  const bool share = shared != nullptr && std::string(shared) == "1";
+  const bool share = test_hooks::ranks_share_device();
   if (info.backend != to_string(DeviceKind::cpu) && resolved.gpus > visible && !share) {
     error_line(fmt::format("--gpus {} asks for {} {} devices from index {}, but {} {} there; "
                            "use --gpus {} (or --gpus all)", resolved.gpus, resolved.gpus,

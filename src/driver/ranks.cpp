@@ -20,6 +20,7 @@
 #include "collectives/shm_collectives.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
+#include "driver/test_hooks.hpp"
 #include "report/json_util.hpp"
 #include "step/partitioned_step.hpp"
 #include "zob/device.hpp"
@@ -37,76 +38,11 @@ constexpr double kPeerGraceS = 2.0;
 // Data slot per rank in the shared segment: collectives move larger buffers in pieces.
 constexpr std::size_t kSlotBytes = std::size_t{4} << 20;
 
-// ZOB_TEST_RANK_FAULT=<arm>:<rank>:<segv|exit|hang>[:<n>]: that rank fails in that way at its
-// n-th collective call (default 5: inside the first step's forward). Test-only (tests/e2e).
-class FaultCollectives final : public Collectives {
- public:
-  FaultCollectives(Collectives& inner, std::string kind, int at)
-      : inner_(inner), kind_(std::move(kind)), at_(at) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  void all_gather(const void* s, void* f, std::size_t b) override {
-    tick();
-    inner_.all_gather(s, f, b);
-  }
-  void reduce_scatter(const void* in, ElemType t, float* out, std::size_t n) override {
-    tick();
-    inner_.reduce_scatter(in, t, out, n);
-  }
-  void broadcast(void* d, std::size_t b, int root) override {
-    tick();
-    inner_.broadcast(d, b, root);
-  }
-  void barrier() override {
-    tick();
-    inner_.barrier();
-  }
-  void check_peers() override { inner_.check_peers(); }
-  void abort(const std::string& reason) noexcept override { inner_.abort(reason); }
-
- private:
-  void tick() {
-    if (++calls_ != at_) return;
-    std::fprintf(stderr, "zero3-offload-bench: test fault: rank %d: %s\n", rank(), kind_.c_str());
-    if (kind_ == "segv") {
-      ::signal(SIGSEGV, SIG_DFL);
-      ::raise(SIGSEGV);
-    } else if (kind_ == "exit") {
-      ::_exit(7);
-    } else if (kind_ == "hang") {
-      while (true) ::pause();
-    }
-  }
-  Collectives& inner_;
-  std::string kind_;
-  int at_;
-  int calls_ = 0;
-};
-
-// The fault for this rank, if ZOB_TEST_RANK_FAULT names it: {kind, n}; kind "" otherwise.
-std::pair<std::string, int> rank_fault(Arm arm, int rank) {
-  const char* spec = std::getenv("ZOB_TEST_RANK_FAULT");
-  if (spec == nullptr) return {"", 0};
-  char arm_name[32] = {}, kind[16] = {};
-  int r = -1, at = 5;
-  if (std::sscanf(spec, "%31[^:]:%d:%15[^:]:%d", arm_name, &r, kind, &at) < 3) return {"", 0};
-  if (std::string(arm_name) != to_string(arm) || r != rank) return {"", 0};
-  return {kind, at};
-}
-
-// ZOB_TEST_SHARE_DEVICE=1 (test-only): every rank on device --device-index, so the multi-rank
-// path of an accelerator runs on a one-GPU machine. NCCL refuses two ranks on one GPU of one
-// host, so each rank then claims a host of its own (NCCL_HOSTID) and NCCL connects them over
-// loopback sockets: the results are exact, the timings mean nothing.
-bool ranks_share_device() {
-  const char* v = std::getenv("ZOB_TEST_SHARE_DEVICE");
-  return v != nullptr && std::string(v) == "1";
-}
-
 int rank_device_index(const RunConfig& c, int rank) {
   // One device per rank; the CPU device is one device shared by every rank.
-  return c.device == DeviceKind::cpu || ranks_share_device() ? c.device_index
-                                                              : c.device_index + rank;
+  return c.device == DeviceKind::cpu || test_hooks::ranks_share_device()
+             ? c.device_index
+             : c.device_index + rank;
 }
 
 // This process's result for `arm` on fd (its parent's pipe), as one JSON document.
@@ -123,10 +59,11 @@ void send_result(int fd, Arm arm, ArmResult& r) {
   int code = 0;
   try {
     ShmCollectives shm(region, rank, collective_timeout_s(config));
-    const auto fault = rank_fault(arm, rank);
-    FaultCollectives faulty(shm, fault.first, fault.second);
-    Collectives& comm = fault.first.empty() ? static_cast<Collectives&>(shm) : faulty;
-    if (ranks_share_device() && config.device != DeviceKind::cpu) {
+    const std::unique_ptr<Collectives> faulty = test_hooks::rank_fault_collectives(shm, arm, rank);
+    Collectives& comm = faulty ? *faulty : static_cast<Collectives&>(shm);
+    // Ranks sharing one GPU: NCCL refuses two ranks on one GPU of one host, so each rank
+    // claims a host of its own and NCCL connects them over loopback sockets.
+    if (test_hooks::ranks_share_device() && config.device != DeviceKind::cpu) {
       ::setenv("NCCL_HOSTID", fmt::format("zob-test-rank-{}", rank).c_str(), 1);
       ::setenv("NCCL_SOCKET_IFNAME", "lo", 0);
     }
