@@ -22,11 +22,11 @@
 #include "collectives/mpi_collectives.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
+#include "driver/rank_body.hpp"
 #include "driver/ranks.hpp"
 #include "driver/test_hooks.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
-#include "step/partitioned_step.hpp"
 #include "zob/backends.hpp"
 #include "zob/clock.hpp"
 #include "zob/device.hpp"
@@ -210,11 +210,8 @@ ArmResult run_arm_in_world(const RunConfig& c, Arm arm, Device& device, MpiColle
       std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
       std::fflush(stderr);
     }
-    // The device's own collectives (NCCL on CUDA), bootstrapped over the MPI ones; none on the
-    // CPU device, whose memory MPI addresses directly.
     test_hooks::apply_mpi_rank_fault(p.rank);
-    std::unique_ptr<Collectives> data = device.make_rank_collectives(comm, collective_timeout_s(c));
-    r = run_partitioned_arm(c, arm, device, comm, data ? *data : comm);
+    r = run_rank_body(c, arm, device, comm, /*ranks_share_device=*/false);
   } catch (const std::exception& e) {
     comm.abort(one_line(e.what()));  // does not return
   }
@@ -227,8 +224,7 @@ int run_rank(const MpiRequest& cmd, Clock::time_point entered) {
   RunConfig c = cmd.run;
   const Arm arm = c.arms.front();
   if (const int code = agree(check_world(c, cmd, p), p.rank)) return code;
-  const int device_index = c.device == DeviceKind::cpu ? c.device_index
-                                                       : c.device_index + p.local_rank;
+  const int device_index = rank_device_index(c, p.local_rank, /*ranks_share_device=*/false);
   std::unique_ptr<Device> device;
   HostEnvironment host;
   if (const int code = agree(open_device(c, p, device_index, device, host), p.rank)) return code;
@@ -237,12 +233,10 @@ int run_rank(const MpiRequest& cmd, Clock::time_point entered) {
   const std::string started = now_utc();
   MpiCollectives comm(MPI_COMM_WORLD, collective_timeout_s(c));
   ArmResult r = run_arm_in_world(c, arm, *device, comm, p);
-  r.arm = arm;
-  r.pid = static_cast<int>(::getpid());
   r.wall_s = seconds_since(entered);
   std::vector<RankOutcome> outcomes;
   try {
-    outcomes = gather_outcomes(dump_json(nlohmann::json(r)), device_index, p);
+    outcomes = gather_outcomes(result_document(r, arm), device_index, p);
   } catch (const std::exception& e) {
     comm.abort(one_line(e.what()));
   }
@@ -291,8 +285,6 @@ int run_mpi_launcher(const MpiRequest& cmd) {
     if (launched_as_rank_zero()) stderr_line("error: ", why);  // once, not once per rank
     return exit_code::usage;
   }
-  // As the fork launcher: NCCL must never use NVLink multicast (NVLS) on these machines.
-  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     stderr_line("error: ", "MPI_Init_thread failed; start the ranks with mpirun (see README "
