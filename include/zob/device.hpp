@@ -226,8 +226,9 @@ class Device {
   // ---- several ranks per arm (--gpus N), one device each ----
   // How the launcher placed the ranks, for make_rank_collectives.
   struct RankCollectivesOptions {
-    double timeout_s = 120;           // the bound of every wait
-    bool ranks_share_device = false;  // every rank on one device (test-only, see test_hooks.hpp)
+    double timeout_s = 0;  // the bound of every wait (the driver's collective_timeout_s)
+    // Every rank on one device (a test hook of the driver: ZOB_TEST_SHARE_DEVICE).
+    bool ranks_share_device = false;
   };
   // Returns when ranks on this backend can exchange device memory. Throws UsageError when the
   // backend has no collectives over device memory, DeviceError(unavailable) when their library
