@@ -224,6 +224,12 @@ class Device {
                                  bf16* dgate, bf16* dup, std::int64_t n) = 0;
 
   // ---- several ranks per arm (--gpus N), one device each ----
+  // How the launcher placed the ranks, for make_rank_collectives.
+  struct RankCollectivesOptions {
+    double timeout_s = 0;  // the bound of every wait (the driver's collective_timeout_s)
+    // Every rank on one device (a test hook of the driver: ZOB_TEST_SHARE_DEVICE).
+    bool ranks_share_device = false;
+  };
   // Returns when ranks on this backend can exchange device memory. Throws UsageError when the
   // backend has no collectives over device memory, DeviceError(unavailable) when their library
   // is missing (one line, with the fix). Defined inline: plugins do not link zob_core.
@@ -233,12 +239,14 @@ class Device {
   }
   // The collectives over device memory for rank host.rank() of host.size(), bootstrapped over
   // `host` (the ranks' host-memory communicator, which also carries failures); every wait is
-  // bounded by timeout_s. nullptr when `host` itself addresses this device's memory (the CPU
-  // device). Throws as check_rank_collectives, or DeviceError / CollectiveError on failure.
-  virtual std::unique_ptr<Collectives> make_rank_collectives(Collectives& host,
-                                                             double timeout_s) {
+  // bounded by options.timeout_s. nullptr when `host` itself addresses this device's memory (the
+  // CPU device). The backend's own settings for its collectives library (its environment) are
+  // made here, before the library's first call in this process. Throws as
+  // check_rank_collectives, or DeviceError / CollectiveError on failure.
+  virtual std::unique_ptr<Collectives> make_rank_collectives(
+      Collectives& host, const RankCollectivesOptions& options) {
     (void)host;
-    (void)timeout_s;
+    (void)options;
     check_rank_collectives();
     throw UsageError("make_rank_collectives: not implemented for " + info().backend);
   }

@@ -2,6 +2,9 @@
 // run warmup + timed ZeRO-3 CPU-offload steps on a device, return the measurements.
 // Knows nothing of processes; the driver calls it inside a child.
 #pragma once
+#include <cstdint>
+
+#include "zob/collectives.hpp"
 #include "zob/config.hpp"
 #include "zob/device.hpp"
 #include "zob/result.hpp"
@@ -11,6 +14,19 @@ namespace zob {
 // Runs config.warmup + config.steps steps of config.loop. Progress goes to stderr. Throws
 // DeviceError / UsageError; every host buffer is released on every path.
 ArmResult run_arm(const RunConfig& config, Arm arm, Device& device);
+
+// Runs the arm as rank comm.rank() of comm.size() (--gpus N, ZeRO-3 over the ranks: each
+// rank owns 1/N of every module; docs/multi-gpu.md), both loops, every schedule. `comm`
+// carries host memory (the step barrier, the loss, failures); `data` the device's memory
+// (parameter all-gathers, gradient reduce-scatters), the same communicator where device memory
+// is host memory (the CPU device). param_checksum is this rank's shard's. Throws as run_arm,
+// and CollectiveError when a peer fails.
+ArmResult run_rank_arm(const RunConfig& config, Arm arm, Device& device, Collectives& comm,
+                       Collectives& data);
+
+// Elements of one rank's shard of the model's parameters with `ranks` ranks (every module
+// split into equal shards, the last padded): the host state one rank holds.
+std::int64_t rank_shard_elems(const ModelShape& model, int ranks);
 
 // An ArmResult naming the workload (arm, device, model, params, batch, seq, tokens_per_step,
 // steps, warmup, loop, schedule; registration "none"): where every arm's result starts,

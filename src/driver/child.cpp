@@ -1,6 +1,5 @@
 // The child side: the probe (resolves --device) and one arm. Both write exactly one JSON
 // document to the result fd; the parent reads it (see parent.cpp).
-#include <signal.h>
 #include <unistd.h>
 
 #include <time.h>
@@ -10,10 +9,6 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -21,6 +16,7 @@
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
 #include "driver/ranks.hpp"
+#include "driver/test_hooks.hpp"
 #include "report/json_util.hpp"
 #include "report/report.hpp"
 #include "zob/errors.hpp"
@@ -41,40 +37,6 @@ std::string describe(const DeviceError& e) {
     case DeviceErrorKind::runtime: return std::string("device runtime error: ") + e.what();
   }
   return e.what();
-}
-
-// ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|ignore_sigint|exit|garbage|noresult>: the named arm's
-// child fails in that way before doing any work (perturb: see perturb_for_test). Test-only
-// (tests/e2e); documented in README.md.
-void apply_test_fault(Arm arm, int fd) {
-  const char* spec = std::getenv("ZOB_TEST_CHILD_FAULT");
-  if (spec == nullptr) return;
-  const std::string s(spec);
-  const auto colon = s.find(':');
-  if (colon == std::string::npos || s.substr(0, colon) != to_string(arm)) return;
-  const std::string kind = s.substr(colon + 1);
-  if (kind == "segv") {
-    ::signal(SIGSEGV, SIG_DFL);
-    ::raise(SIGSEGV);
-  } else if (kind == "hang") {
-    while (true) ::pause();
-  } else if (kind == "ignore_sigint") {
-    // A child stuck where it cannot be interrupted: the parent's grace -> SIGKILL path.
-    ::signal(SIGINT, SIG_IGN);
-    ::signal(SIGTERM, SIG_IGN);
-    while (true) ::pause();
-  } else if (kind == "exit") {
-    ::_exit(7);
-  } else if (kind == "garbage") {
-    write_all(fd, "{\"arm\": \"" + std::string(to_string(arm)) + "\", \"ok\": tru");
-    ::_exit(0);
-  } else if (kind == "noresult") {
-    ::_exit(0);
-  } else if (kind == "perturb") {
-    return;  // applied to the result, see perturb_for_test
-  }
-  std::fprintf(stderr, "zero3-offload-bench: notice: ignoring ZOB_TEST_CHILD_FAULT kind '%s'\n",
-               kind.c_str());
 }
 
 // --gpus all: the devices of the backend from --device-index on (the CPU device is one).
@@ -116,17 +78,6 @@ std::optional<double> process_age_seconds() {
                      static_cast<double>(start_ticks) / static_cast<double>(hz);
   if (age < 0) return std::nullopt;
   return age;
-}
-
-// ZOB_TEST_CHILD_FAULT=<arm>:perturb: the arm runs normally, then 1 ulp is added to the loss
-// of its first timed step, as if that arm had computed something different: the parent's
-// validation must catch it and name the step.
-void perturb_for_test(ArmResult& r) {
-  const char* spec = std::getenv("ZOB_TEST_CHILD_FAULT");
-  if (spec == nullptr || std::string(spec) != std::string(to_string(r.arm)) + ":perturb") return;
-  const auto i = static_cast<std::size_t>(std::max(r.warmup, 0));
-  if (!r.ok || i >= r.samples.size()) return;
-  r.samples[i].loss = std::nextafter(r.samples[i].loss, std::numeric_limits<float>::infinity());
 }
 
 }  // namespace
@@ -176,7 +127,7 @@ int run_probe_child(const RunConfig& config, int result_fd) {
 int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
   const auto entered = std::chrono::steady_clock::now();
   const std::optional<double> age_at_entry = process_age_seconds();
-  apply_test_fault(arm, result_fd);
+  test_hooks::apply_child_fault(arm, result_fd);
   if (config.gpus > 1) return run_ranked_arm_child(config, arm, result_fd);  // driver/ranks.cpp
   ArmResult r;
   int code = 0;
@@ -194,7 +145,7 @@ int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
     code = 1;
   }
   r.arm = arm;
-  perturb_for_test(r);
+  test_hooks::perturb_result(r);
   r.pid = static_cast<int>(::getpid());
   // Time to result: process start (exec, loading, device creation, setup, every step) to here.
   r.wall_s = age_at_entry.value_or(0.0) +

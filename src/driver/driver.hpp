@@ -6,6 +6,7 @@
 #include <string>
 
 #include "zob/config.hpp"
+#include "zob/result.hpp"
 
 namespace zob {
 
@@ -23,6 +24,11 @@ struct MpiRequest {
   bool gpus_given = false;
   bool threads_given = false;
 };
+
+// The end of a run, whichever launcher ran its arms: every report (publish_run, reporter.hpp),
+// then the exit code: the signal's when one stopped the run (stopped_by != 0), arm_failed
+// when an arm failed, a file could not be written or the arms disagree (said on stderr), else 0.
+int report_run(const RunResult& run, int stopped_by);
 
 // Hidden entry points (argv built by the parent; see process.cpp). Each writes one JSON
 // document to result_fd and returns the exit code.

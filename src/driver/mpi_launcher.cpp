@@ -22,11 +22,11 @@
 #include "collectives/mpi_collectives.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
+#include "driver/rank_body.hpp"
 #include "driver/ranks.hpp"
+#include "driver/test_hooks.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
-#include "report/report.hpp"
-#include "step/partitioned_step.hpp"
 #include "zob/backends.hpp"
 #include "zob/clock.hpp"
 #include "zob/device.hpp"
@@ -35,7 +35,6 @@
 #include "zob/exit_codes.hpp"
 #include "zob/preflight.hpp"
 #include "zob/step.hpp"
-#include "zob/trace.hpp"
 
 namespace zob {
 
@@ -81,19 +80,6 @@ int agree(const Status& mine, int rank) {
   MPI_Allreduce(&candidate, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (rank == first) stderr_line("error: ", mine.line);
   return worst;
-}
-
-// ZOB_TEST_MPI_RANK_FAULT=<rank>:<throw|hang> (test-only, tests/e2e/mpi_e2e_test.cpp): that
-// rank fails, or stops answering, just before its arm starts.
-void apply_test_fault(int rank) {
-  const char* spec = std::getenv("ZOB_TEST_MPI_RANK_FAULT");
-  int r = -1;
-  char kind[16] = {};
-  if (spec == nullptr || std::sscanf(spec, "%d:%15s", &r, kind) != 2 || r != rank) return;
-  if (std::string(kind) == "throw") throw std::runtime_error("test fault (ZOB_TEST_MPI_RANK_FAULT)");
-  if (std::string(kind) == "hang") {
-    while (true) ::pause();
-  }
 }
 
 struct Place {
@@ -151,34 +137,6 @@ std::vector<RankOutcome> gather_outcomes(const std::string& mine, int device_ind
     out.push_back(std::move(o));
   }
   return out;
-}
-
-// Rank 0: the reports of the one arm, as the fork launcher's parent prints them.
-int report(RunResult& run, Arm arm) {
-  if (!run.arms.empty() && !run.arms[0].ok) {
-    stderr_line("error: ", fmt::format("arm {}: {}", to_string(arm), run.arms[0].error));
-  }
-  for (const auto& w : run_warnings(run)) stderr_line("warning: ", w);
-  const std::string text = render_stdout(run);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  bool written = true;
-  try {
-    if (!run.config.json_path.empty()) {
-      write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
-      stderr_line("", "wrote the result (DRIVERRESULT) to " + run.config.json_path);
-    }
-    if (!run.config.trace_path.empty() && !run.arms[0].samples.empty()) {
-      write_json_file(run.config.trace_path, chrome_trace({{to_string(arm), &run.arms[0]}}));
-      stderr_line("", "wrote the trace to " + run.config.trace_path);
-    }
-    for (const std::string& what : write_run_files(run)) stderr_line("", "wrote " + what);
-  } catch (const std::exception& e) {
-    stderr_line("error: ", e.what());
-    written = false;
-  }
-  const bool ok = written && run.arms[0].ok && validate_arms(run).ok();
-  return ok ? exit_code::ok : exit_code::arm_failed;
 }
 
 // 1. The flags for this world (every rank computes the same answer).
@@ -252,11 +210,8 @@ ArmResult run_arm_in_world(const RunConfig& c, Arm arm, Device& device, MpiColle
       std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
       std::fflush(stderr);
     }
-    // The device's own collectives (NCCL on CUDA), bootstrapped over the MPI ones; none on the
-    // CPU device, whose memory MPI addresses directly.
-    apply_test_fault(p.rank);
-    std::unique_ptr<Collectives> data = device.make_rank_collectives(comm, collective_timeout_s(c));
-    r = run_partitioned_arm(c, arm, device, comm, data ? *data : comm);
+    test_hooks::apply_mpi_rank_fault(p.rank);
+    r = run_rank_body(c, arm, device, comm, /*ranks_share_device=*/false);
   } catch (const std::exception& e) {
     comm.abort(one_line(e.what()));  // does not return
   }
@@ -269,8 +224,7 @@ int run_rank(const MpiRequest& cmd, Clock::time_point entered) {
   RunConfig c = cmd.run;
   const Arm arm = c.arms.front();
   if (const int code = agree(check_world(c, cmd, p), p.rank)) return code;
-  const int device_index = c.device == DeviceKind::cpu ? c.device_index
-                                                       : c.device_index + p.local_rank;
+  const int device_index = rank_device_index(c, p.local_rank, /*ranks_share_device=*/false);
   std::unique_ptr<Device> device;
   HostEnvironment host;
   if (const int code = agree(open_device(c, p, device_index, device, host), p.rank)) return code;
@@ -279,12 +233,10 @@ int run_rank(const MpiRequest& cmd, Clock::time_point entered) {
   const std::string started = now_utc();
   MpiCollectives comm(MPI_COMM_WORLD, collective_timeout_s(c));
   ArmResult r = run_arm_in_world(c, arm, *device, comm, p);
-  r.arm = arm;
-  r.pid = static_cast<int>(::getpid());
   r.wall_s = seconds_since(entered);
   std::vector<RankOutcome> outcomes;
   try {
-    outcomes = gather_outcomes(dump_json(nlohmann::json(r)), device_index, p);
+    outcomes = gather_outcomes(result_document(r, arm), device_index, p);
   } catch (const std::exception& e) {
     comm.abort(one_line(e.what()));
   }
@@ -301,7 +253,10 @@ int run_rank(const MpiRequest& cmd, Clock::time_point entered) {
   run.device_info = device->info();
   run.rounds = {{merge_rank_results(c, arm, outcomes, -1, "")}};
   run.arms = {combine_rounds(runs_of(run, arm))};
-  return report(run, arm);
+  if (!run.arms[0].ok) {
+    stderr_line("error: ", fmt::format("arm {}: {}", to_string(arm), run.arms[0].error));
+  }
+  return report_run(run, 0);  // the fork launcher's reports and exit code
 }
 
 }  // namespace
@@ -330,8 +285,6 @@ int run_mpi_launcher(const MpiRequest& cmd) {
     if (launched_as_rank_zero()) stderr_line("error: ", why);  // once, not once per rank
     return exit_code::usage;
   }
-  // As the fork launcher: NCCL must never use NVLink multicast (NVLS) on these machines.
-  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     stderr_line("error: ", "MPI_Init_thread failed; start the ranks with mpirun (see README "

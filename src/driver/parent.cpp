@@ -15,16 +15,17 @@
 #include "driver/driver.hpp"
 #include "driver/dry_run.hpp"
 #include "driver/process.hpp"
+#include "driver/test_hooks.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
 #include "report/report.hpp"
+#include "report/reporter.hpp"
 #include "zob/environment.hpp"
 #include "zob/errors.hpp"
 #include "zob/exit_codes.hpp"
 #include "zob/model.hpp"
 #include "zob/preflight.hpp"
 #include "zob/step.hpp"
-#include "zob/trace.hpp"
 
 namespace zob {
 
@@ -46,7 +47,6 @@ std::string host_name() {
 namespace {
 
 void error_line(const std::string& text) { stderr_line("error: ", text); }
-void warning_line(const std::string& text) { stderr_line("warning: ", text); }
 
 std::vector<std::string> child_args(const char* mode_flag, const std::string& mode_value,
                                     const RunConfig& config) {
@@ -116,60 +116,12 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
   return r;
 }
 
-// --trace: every arm run that produced steps, "registered", "registered #2", ... False when
-// the file could not be written (the results are still on stdout).
-bool write_trace(const RunResult& run) {
-  if (run.config.trace_path.empty()) return true;
-  std::vector<TracedRun> traced;
-  for (std::size_t k = 0; k < run.rounds.size(); ++k) {
-    for (const auto& a : run.rounds[k]) {
-      if (a.samples.empty()) continue;
-      traced.push_back({k == 0 ? std::string(to_string(a.arm))
-                               : fmt::format("{} #{}", to_string(a.arm), k + 1),
-                        &a});
-    }
-  }
-  try {
-    write_json_file(run.config.trace_path, chrome_trace(traced));
-    stderr_line("", "wrote the trace to " + run.config.trace_path);
-  } catch (const std::exception& e) {
-    error_line(e.what());
-    return false;
-  }
-  return true;
-}
-
 std::vector<RunConfig> sweep_configs(const RunConfig& config);
 std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const DeviceInfo& info,
                                                int& stopped_by);
 
 int exit_code_for_signal(int sig) {
   return sig == SIGTERM ? exit_code::terminated : exit_code::interrupted;
-}
-
-// False when the --json file could not be written (the path was checked before the run, so
-// this is a full disk or a folder removed meanwhile): the results are still on stdout.
-bool print_reports(const RunResult& run) {
-  const std::string text = render_stdout(run);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  bool ok = true;
-  if (!run.config.json_path.empty()) {
-    try {
-      write_file_atomically(run.config.json_path, dump_json(driver_result_json(run), 2) + "\n");
-      stderr_line("", "wrote the result (DRIVERRESULT) to " + run.config.json_path);
-    } catch (const std::exception& e) {
-      error_line(e.what());
-      ok = false;
-    }
-  }
-  try {
-    for (const std::string& what : write_run_files(run)) stderr_line("", "wrote " + what);
-  } catch (const std::exception& e) {
-    error_line(e.what());
-    ok = false;
-  }
-  return ok;
 }
 
 }  // namespace
@@ -258,8 +210,7 @@ int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const
   if (resolved.gpus <= 1) return 0;
   // See README "Several devices per arm".
   const int visible = answer.value("device_count", 1);
-  const char* shared = std::getenv("ZOB_TEST_SHARE_DEVICE");  // driver/ranks.cpp
-  const bool share = shared != nullptr && std::string(shared) == "1";
+  const bool share = test_hooks::ranks_share_device();
   if (info.backend != to_string(DeviceKind::cpu) && resolved.gpus > visible && !share) {
     error_line(fmt::format("--gpus {} asks for {} {} devices from index {}, but {} {} there; "
                            "use --gpus {} (or --gpus all)", resolved.gpus, resolved.gpus,
@@ -301,13 +252,13 @@ void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run
   if (stopped_by != 0) run.interrupted = signal_name(stopped_by);
 }
 
-// 3. Reports, then the exit code.
+}  // namespace
+
+// 3. Reports (both launchers), then the exit code.
 int report_run(const RunResult& run, int stopped_by) {
-  for (const auto& w : run_warnings(run)) warning_line(w);
-  const bool written = print_reports(run);
-  const bool traced = write_trace(run);
+  const bool written = publish_run(run);
   if (stopped_by != 0) return exit_code_for_signal(stopped_by);
-  bool failed = !written || !traced;
+  bool failed = !written;
   for (const auto& a : run.arms) failed = failed || !a.ok;
   for (const auto& p : run.sweep) {
     for (const auto& a : p.arms) failed = failed || !a.ok;
@@ -323,8 +274,6 @@ int report_run(const RunResult& run, int stopped_by) {
   }
   return failed || !v.ok() ? exit_code::arm_failed : exit_code::ok;
 }
-
-}  // namespace
 
 int run_driver(const RunConfig& config) {
   install_driver_signal_handlers();

@@ -20,12 +20,13 @@
 #include "collectives/shm_collectives.hpp"
 #include "driver/driver.hpp"
 #include "driver/process.hpp"
+#include "driver/rank_body.hpp"
+#include "driver/test_hooks.hpp"
 #include "report/json_util.hpp"
-#include "step/partitioned_step.hpp"
 #include "zob/device.hpp"
 #include "zob/errors.hpp"
-#include "zob/model.hpp"
 #include "zob/stats.hpp"
+#include "zob/step.hpp"
 
 namespace zob {
 
@@ -37,84 +38,8 @@ constexpr double kPeerGraceS = 2.0;
 // Data slot per rank in the shared segment: collectives move larger buffers in pieces.
 constexpr std::size_t kSlotBytes = std::size_t{4} << 20;
 
-// ZOB_TEST_RANK_FAULT=<arm>:<rank>:<segv|exit|hang>[:<n>]: that rank fails in that way at its
-// n-th collective call (default 5: inside the first step's forward). Test-only (tests/e2e).
-class FaultCollectives final : public Collectives {
- public:
-  FaultCollectives(Collectives& inner, std::string kind, int at)
-      : inner_(inner), kind_(std::move(kind)), at_(at) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  void all_gather(const void* s, void* f, std::size_t b) override {
-    tick();
-    inner_.all_gather(s, f, b);
-  }
-  void reduce_scatter(const void* in, ElemType t, float* out, std::size_t n) override {
-    tick();
-    inner_.reduce_scatter(in, t, out, n);
-  }
-  void broadcast(void* d, std::size_t b, int root) override {
-    tick();
-    inner_.broadcast(d, b, root);
-  }
-  void barrier() override {
-    tick();
-    inner_.barrier();
-  }
-  void check_peers() override { inner_.check_peers(); }
-  void abort(const std::string& reason) noexcept override { inner_.abort(reason); }
-
- private:
-  void tick() {
-    if (++calls_ != at_) return;
-    std::fprintf(stderr, "zero3-offload-bench: test fault: rank %d: %s\n", rank(), kind_.c_str());
-    if (kind_ == "segv") {
-      ::signal(SIGSEGV, SIG_DFL);
-      ::raise(SIGSEGV);
-    } else if (kind_ == "exit") {
-      ::_exit(7);
-    } else if (kind_ == "hang") {
-      while (true) ::pause();
-    }
-  }
-  Collectives& inner_;
-  std::string kind_;
-  int at_;
-  int calls_ = 0;
-};
-
-// The fault for this rank, if ZOB_TEST_RANK_FAULT names it: {kind, n}; kind "" otherwise.
-std::pair<std::string, int> rank_fault(Arm arm, int rank) {
-  const char* spec = std::getenv("ZOB_TEST_RANK_FAULT");
-  if (spec == nullptr) return {"", 0};
-  char arm_name[32] = {}, kind[16] = {};
-  int r = -1, at = 5;
-  if (std::sscanf(spec, "%31[^:]:%d:%15[^:]:%d", arm_name, &r, kind, &at) < 3) return {"", 0};
-  if (std::string(arm_name) != to_string(arm) || r != rank) return {"", 0};
-  return {kind, at};
-}
-
-// ZOB_TEST_SHARE_DEVICE=1 (test-only): every rank on device --device-index, so the multi-rank
-// path of an accelerator runs on a one-GPU machine. NCCL refuses two ranks on one GPU of one
-// host, so each rank then claims a host of its own (NCCL_HOSTID) and NCCL connects them over
-// loopback sockets: the results are exact, the timings mean nothing.
-bool ranks_share_device() {
-  const char* v = std::getenv("ZOB_TEST_SHARE_DEVICE");
-  return v != nullptr && std::string(v) == "1";
-}
-
-int rank_device_index(const RunConfig& c, int rank) {
-  // One device per rank; the CPU device is one device shared by every rank.
-  return c.device == DeviceKind::cpu || ranks_share_device() ? c.device_index
-                                                              : c.device_index + rank;
-}
-
 // This process's result for `arm` on fd (its parent's pipe), as one JSON document.
-void send_result(int fd, Arm arm, ArmResult& r) {
-  r.arm = arm;
-  r.pid = static_cast<int>(::getpid());
-  write_all(fd, dump_json(nlohmann::json(r)));
-}
+void send_result(int fd, Arm arm, ArmResult& r) { write_all(fd, result_document(r, arm)); }
 
 // The body of a rank process; never returns.
 [[noreturn]] void rank_main(const RunConfig& config, Arm arm, int rank, ShmRegion& region,
@@ -123,33 +48,17 @@ void send_result(int fd, Arm arm, ArmResult& r) {
   int code = 0;
   try {
     ShmCollectives shm(region, rank, collective_timeout_s(config));
-    const auto fault = rank_fault(arm, rank);
-    FaultCollectives faulty(shm, fault.first, fault.second);
-    Collectives& comm = fault.first.empty() ? static_cast<Collectives&>(shm) : faulty;
-    if (ranks_share_device() && config.device != DeviceKind::cpu) {
-      ::setenv("NCCL_HOSTID", fmt::format("zob-test-rank-{}", rank).c_str(), 1);
-      ::setenv("NCCL_SOCKET_IFNAME", "lo", 0);
-    }
+    const std::unique_ptr<Collectives> faulty = test_hooks::rank_fault_collectives(shm, arm, rank);
+    Collectives& comm = faulty ? *faulty : static_cast<Collectives&>(shm);
+    const bool share = test_hooks::ranks_share_device();
     std::unique_ptr<Device> device;
     try {
-      device = create_device({to_string(config.device), rank_device_index(config, rank)});
+      device = create_device({to_string(config.device), rank_device_index(config, rank, share)});
     } catch (const std::exception& e) {
       comm.abort(fmt::format("rank {} could not open its device: {}", rank, one_line(e.what())));
       throw;
     }
-    // The device's own collectives (NCCL on CUDA), bootstrapped over the host ones; none on
-    // the CPU device, whose memory the host collectives address directly.
-    std::unique_ptr<Collectives> device_comm;
-    try {
-      device_comm = device->make_rank_collectives(comm, collective_timeout_s(config));
-    } catch (const CollectiveError&) {
-      throw;
-    } catch (const std::exception& e) {
-      comm.abort(fmt::format("rank {} could not join the device collectives: {}", rank,
-                             one_line(e.what())));
-      throw;
-    }
-    r = run_partitioned_arm(config, arm, *device, comm, device_comm ? *device_comm : comm);
+    r = run_rank_body(config, arm, *device, comm, share);
   } catch (const CollectiveError& e) {
     r.ok = false;
     r.error = one_line(e.what());
@@ -312,9 +221,8 @@ ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>&
     m.step_min_s = best;
   }
   m.param_checksum = combine_checksums(sums);
-  const ShardLayout shards = ShardLayout::build(ModelLayout::build(config.model),
-                                                static_cast<int>(results.size()));
-  m.bound = group_bound(results, m, shards.total * static_cast<std::int64_t>(results.size()));
+  const int ranks = static_cast<int>(results.size());
+  m.bound = group_bound(results, m, rank_shard_elems(config.model, ranks) * ranks);
   m.tokens_per_step = config.tokens_per_step();
   m.ok = true;
   return m;
@@ -325,13 +233,12 @@ ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>&
 ArmResult merge_rank_results(const RunConfig& config, Arm arm,
                              const std::vector<RankOutcome>& ranks, int culprit,
                              const std::string& abort_reason) {
-  const ShardLayout shards = ShardLayout::build(ModelLayout::build(config.model),
-                                                static_cast<int>(ranks.size()));
+  const std::int64_t shard_elems = rank_shard_elems(config.model, static_cast<int>(ranks.size()));
   std::vector<ArmResult> results(ranks.size());
   std::vector<RankResult> summary;
   int first_failed = -1;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    summary.push_back(summarize_rank(ranks[i], shards.total, &results[i]));
+    summary.push_back(summarize_rank(ranks[i], shard_elems, &results[i]));
     if (!summary.back().ok && first_failed < 0) first_failed = static_cast<int>(i);
   }
   ArmResult m;
@@ -397,7 +304,7 @@ class RankGroup {
       read_fds_[r] = fds[0];
       RankOutcome& o = outcomes_[r];
       o.rank = static_cast<int>(r);
-      o.device_index = rank_device_index(config_, o.rank);
+      o.device_index = rank_device_index(config_, o.rank, test_hooks::ranks_share_device());
       o.pid = pid;
     }
   }
@@ -489,8 +396,6 @@ int run_ranked_arm_child(const RunConfig& config, Arm arm, int result_fd) {
   int code = 0;
   try {
     validate_run_config(config);
-    // Every rank inherits it: NCCL must never use NVLink multicast (NVLS) on these machines.
-    ::setenv("NCCL_NVLS_ENABLE", "0", 1);
     ShmRegion region = ShmRegion::create(config.gpus, kSlotBytes, to_string(arm));
     RankGroup group(config, arm, region);
     group.start();

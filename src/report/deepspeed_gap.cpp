@@ -43,6 +43,11 @@ std::string not_contained_line(const RunConfig& config) {
       h->hooked_modules, h->gradient_hooks);
 }
 
+std::string render_not_contained(const RunResult& run) {
+  const std::string line = not_contained_line(run.config);
+  return line.empty() ? line : line + "\n";
+}
+
 nlohmann::ordered_json not_contained_json(const RunConfig& config) {
   const auto h = deepspeed_hooks(config.model);
   if (!h) return nullptr;

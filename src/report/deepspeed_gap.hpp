@@ -28,6 +28,8 @@ std::optional<FrameworkHooks> deepspeed_hooks(const ModelShape& model);
 
 // "not contained: ..." for a --model run (one line, no trailing newline); "" otherwise.
 std::string not_contained_line(const RunConfig& config);
+// The same as a stdout section ("" or the line and a newline).
+std::string render_not_contained(const RunResult& run);
 // DRIVERRESULT's "not_contained": null for the synthetic model.
 nlohmann::ordered_json not_contained_json(const RunConfig& config);
 

@@ -11,11 +11,9 @@
 #include <cstring>
 #include <map>
 
-#include "report/csv.hpp"
 #include "report/details.hpp"
-#include "report/glance.hpp"
 #include "report/json_util.hpp"
-#include "report/plot.hpp"
+#include "report/deepspeed_gap.hpp"
 #include "report/settings.hpp"
 #include "report/verdict.hpp"
 #include "zob/errors.hpp"
@@ -25,13 +23,6 @@
 namespace zob {
 
 namespace {
-
-const ArmResult* find_ok(const RunResult& run, Arm arm) {
-  for (const auto& a : run.arms) {
-    if (a.arm == arm && a.ok) return &a;
-  }
-  return nullptr;
-}
 
 // Bit patterns, not ==: two NaN losses from the same computation are "equal" here, and a
 // -0.0 vs 0.0 difference is a real difference in what the arms computed.
@@ -64,12 +55,6 @@ nlohmann::ordered_json sweep_arm_json(const RunResult& run, const ArmResult& r) 
   }
   return j;
 }
-
-std::string fmt_seconds(double v) { return std::isfinite(v) ? fmt::format("{:.4f}", v) : "nan"; }
-
-}  // namespace
-
-namespace {
 
 // The arms of one configuration; `v` accumulates over configurations.
 void validate_arm_list(const std::vector<ArmResult>& arms, Validation& v) {
@@ -137,6 +122,13 @@ Validation validate_arms(const RunResult& run) {
   return v;
 }
 
+const ArmResult* find_ok_arm(const RunResult& run, Arm arm) {
+  for (const auto& a : run.arms) {
+    if (a.arm == arm && a.ok) return &a;
+  }
+  return nullptr;
+}
+
 SpeedupArms speedup_arms(const RunConfig& config) {
   if (config.compat == Compat::v2) return {Arm::pageable, Arm::registered};
   return {Arm::unregistered, Arm::registered};
@@ -162,8 +154,8 @@ std::string arm_label(const RunConfig& config, Arm arm) {
 
 std::optional<double> speedup(const RunResult& run) {
   const SpeedupArms pair = speedup_arms(run.config);
-  const ArmResult* fast = find_ok(run, pair.fast);
-  const ArmResult* slow = find_ok(run, pair.slow);
+  const ArmResult* fast = find_ok_arm(run, pair.fast);
+  const ArmResult* slow = find_ok_arm(run, pair.slow);
   if (!fast || !slow) return std::nullopt;
   if (!(fast->step_avg_s > 0) || !std::isfinite(slow->step_avg_s)) return std::nullopt;
   return slow->step_avg_s / fast->step_avg_s;
@@ -181,77 +173,6 @@ RunResult point_result(const RunResult& run, const SweepPoint& point) {
   r.device_info = run.device_info;
   return r;
 }
-
-namespace {
-
-std::string render_arms_table(const RunResult& run);
-
-}  // namespace
-
-std::string render_table(const RunResult& run) {
-  if (run.sweep.size() <= 1) return render_arms_table(run);
-  std::string out;
-  for (std::size_t i = 0; i < run.sweep.size(); ++i) {
-    const SweepPoint& point = run.sweep[i];
-    if (i > 0) out += "\n";
-    out +=
-        fmt::format("chunk_elems={} sub_group_size={}\n", point.chunk_elems, point.sub_group_size);
-    out += render_arms_table(point_result(run, point));
-  }
-  return out;
-}
-
-namespace {
-
-// The v1 script's table (the tool's names, widths 14/14/14/15, 4 decimals) or the v2 script's
-// (its banner, model and batch lines, names, widths 22/14/14/16, 3 decimals), then the summary
-// line each version prints; CI pipelines grep them.
-std::string render_arms_table(const RunResult& run) {
-  const RunConfig& c = run.config;
-  const bool v2 = c.compat == Compat::v2;
-  const int name_w = v2 ? 22 : 14, peak_w = v2 ? 16 : 15;
-  const auto secs = [&](double v) { return v2 ? fmt::format("{:.3f}", v) : fmt_seconds(v); };
-  std::string out;
-  if (v2 && !run.arms.empty()) {
-    const ArmResult& a = run.arms.front();
-    out += "\n================ ZeRO-3 CPU-offload step time ================\n";
-    // params_b as Python prints a float: 0.534, 1.336, 0.0
-    const std::string params_b = a.params_b == std::floor(a.params_b)
-                                     ? fmt::format("{:.1f}", a.params_b)
-                                     : fmt::format("{}", a.params_b);
-    out += fmt::format("model: {}  params: {}B  device: {}\n", a.model, params_b, a.device);
-    out +=
-        fmt::format("batch: {} x seq: {}  ({} tokens/step)\n\n", a.batch, a.seq, a.tokens_per_step);
-  }
-  // The CPU device has no GPU: its peak is the device's (host) allocations.
-  const char* peak = registration_applicable(run) ? "GPU peak (GB)" : "device peak (GB)";
-  out += fmt::format("{:<{}}{:>14}{:>14}{:>{}}\n", "arm", name_w, "avg step (s)", "min step (s)",
-                     peak, std::max(peak_w, static_cast<int>(std::strlen(peak)) + 1));
-  for (const auto& a : run.arms) {
-    if (a.ok) {
-      out += fmt::format("{:<{}}{:>14}{:>14}{:>{}.2f}\n", arm_label(c, a.arm), name_w,
-                         secs(a.step_avg_s), secs(a.step_min_s), a.gpu_peak_gb,
-                         std::max(peak_w, static_cast<int>(std::strlen(peak)) + 1));
-    } else {
-      out += fmt::format("{:<{}}FAILED: {}\n", arm_label(c, a.arm), name_w, a.error);
-    }
-  }
-  if (auto s = speedup(run)) {
-    const SpeedupArms pair = speedup_arms(c);
-    const ArmResult* fast = find_ok(run, pair.fast);
-    const ArmResult* slow = find_ok(run, pair.slow);
-    const double saved = slow->step_avg_s - fast->step_avg_s;
-    const double tps_fast = static_cast<double>(fast->tokens_per_step) / fast->step_avg_s;
-    const double tps_slow =
-        slow->step_avg_s > 0 ? static_cast<double>(slow->tokens_per_step) / slow->step_avg_s : 0.0;
-    out += fmt::format(
-        "{}{}speedup: {:.2f}x   saved: {:.3f} s/step   throughput: {:.0f} vs {:.0f} tok/s\n",
-        v2 ? "\n" : "", v2 ? "pinning " : "", *s, saved, tps_fast, tps_slow);
-  }
-  return out;
-}
-
-}  // namespace
 
 nlohmann::ordered_json workload_json(const RunConfig& c) {
   nlohmann::ordered_json w = nlohmann::ordered_json::object();
@@ -330,33 +251,9 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["registration_applicable"] = registration_applicable(run);
   j["verdicts"] = verdicts_json(run);
   j["settings"] = settings_json(run);
+  j["not_contained"] = not_contained_json(run.config);
+  j["projection"] = projection_json(run);
   return j;
-}
-
-std::string render_stdout(const RunResult& run) {
-  // The Python script's lines keep their form and order (table, speedup, DRIVERRESULT); the
-  // "# " header and the phase and registration sections are additions around them.
-  // The verdict comes last before DRIVERRESULT (the line a reader looks for), followed only
-  // by the settings that act on it.
-  return render_environment_header(run) + render_table(run) + render_phase_section(run) +
-         render_phase_bars(run) + render_rank_section(run) + render_registration_lines(run) +
-         render_verdict_lines(run) + render_settings_lines(run) + "DRIVERRESULT=" + dump_json(driver_result_json(run)) + "\n";
-}
-
-std::vector<std::string> write_run_files(const RunResult& run) {
-  std::vector<std::string> written;
-  const RunConfig& c = run.config;
-  if (c.csv_path.empty() && c.plot_path.empty()) return written;
-  const nlohmann::json doc = nlohmann::json::parse(dump_json(driver_result_json(run)));
-  if (!c.csv_path.empty()) {
-    write_file_atomically(c.csv_path, render_csv(doc));
-    written.push_back("the CSV to " + c.csv_path);
-  }
-  if (!c.plot_path.empty()) {
-    write_chart({{"this run", doc}}, c.plot_path);
-    written.push_back("the chart to " + c.plot_path);
-  }
-  return written;
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

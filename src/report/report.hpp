@@ -1,5 +1,6 @@
 // Every report (stdout table, DRIVERRESULT line, --json file) is rendered from a RunResult and
-// nothing else, so the text and the JSON can never disagree.
+// nothing else, so the text and the JSON can never disagree; the outputs themselves are the
+// reporters of reporter.hpp.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -37,6 +38,9 @@ SpeedupArms speedup_arms(const RunConfig& config);
 std::string arm_key(const RunConfig& config, Arm arm);
 std::string arm_label(const RunConfig& config, Arm arm);
 
+// The arm `arm` of run.arms when it completed, else nullptr.
+const ArmResult* find_ok_arm(const RunResult& run, Arm arm);
+
 // slow avg / fast avg (speedup_arms); nullopt unless both arms completed with a positive avg.
 std::optional<double> speedup(const RunResult& run);
 
@@ -44,7 +48,8 @@ std::optional<double> speedup(const RunResult& run);
 // for the per-configuration reports.
 RunResult point_result(const RunResult& run, const SweepPoint& point);
 
-// The table, and the speedup line when it is computable. Ends with a newline.
+// The table of the run's --compat version (table.hpp), and the speedup line when it is
+// computable. Ends with a newline.
 std::string render_table(const RunResult& run);
 // The DRIVERRESULT document (also what --json writes). Ordered: the Python script's keys come
 // first, in its order ("registered", "unregistered", "speedup").
@@ -61,12 +66,9 @@ inline constexpr const char* kWorkloadKeys[] = {
 inline constexpr const char* kWorkloadDerivedKeys[] = {"model", "architecture", "tokens_per_step",
                                                        "params"};
 nlohmann::ordered_json workload_json(const RunConfig& config);
-// render_table + "DRIVERRESULT=<one line of JSON>\n": everything the run prints on stdout.
+// Everything the run prints on stdout (every reporter's section, reporter.hpp), ending with
+// "DRIVERRESULT=<one line of JSON>\n".
 std::string render_stdout(const RunResult& run);
-
-// --csv and --plot of the run, each rendered from the DRIVERRESULT document; returns what was
-// written ("the CSV to out.csv"). Throws UsageError when a file cannot be written.
-std::vector<std::string> write_run_files(const RunResult& run);
 
 // Writes `text` to `path` through a temporary file in the same folder and rename(), so
 // readers never see a half-written file. Throws UsageError naming the path and errno.

@@ -12,13 +12,6 @@ namespace zob {
 
 namespace {
 
-const ArmResult* find_ok_arm(const RunResult& run, Arm arm) {
-  for (const auto& a : run.arms) {
-    if (a.arm == arm && a.ok) return &a;
-  }
-  return nullptr;
-}
-
 // What the faster arm changes, as the subject of the sentence.
 std::string change_of(const RunConfig& c, Arm slow, Arm fast) {
   if (slow == Arm::unregistered && fast == Arm::registered) {

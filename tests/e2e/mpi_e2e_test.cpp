@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,62 @@ TEST_F(MpiE2E, OneArmOverMpiEqualsTheForkLauncherBitwise) {
   const auto file = nlohmann::json::parse(read_text(json_path));
   EXPECT_EQ(file.at("registered").at("param_checksum"), m.at("param_checksum"));
   std::remove(json_path.c_str());
+}
+
+// The "wrote ..." lines of a run, its own file prefix replaced by "<run>".
+std::vector<std::string> wrote_lines(const std::string& err, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(": wrote ") == std::string::npos) continue;
+    for (auto at = line.find(prefix); at != std::string::npos; at = line.find(prefix, at)) {
+      line.replace(at, prefix.size(), "<run>");
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+// Each CSV row without its numbers: row kind, arm, phase, step.
+std::vector<std::string> csv_row_names(const std::string& path) {
+  std::vector<std::string> out;
+  std::istringstream in(read_text(path));
+  for (std::string line; std::getline(in, line);) {
+    std::size_t end = 0;
+    for (int commas = 0; end < line.size(); ++end) {
+      if (line[end] == ',' && ++commas == 4) break;
+    }
+    out.push_back(line.substr(0, end));
+  }
+  return out;
+}
+
+// Both launchers hand their result to one reporting call (src/report/reporter.hpp): the same
+// files, announced in the same order, with the same rows.
+TEST_F(MpiE2E, WritesEveryFileTheForkLauncherWritesInTheSameOrder) {
+  const auto outputs = [](const std::string& prefix) {
+    return std::vector<std::string>{"--arms", "registered", "--json", prefix + ".json",
+                                    "--csv", prefix + ".csv", "--plot", prefix + ".svg",
+                                    "--trace", prefix + ".trace.json"};
+  };
+  const std::string fork_prefix = ::testing::TempDir() + "zob_fork_files";
+  const std::string mpi_prefix = ::testing::TempDir() + "zob_mpi_files";
+  auto fork_args = tiny({"--gpus", "2"});
+  for (const auto& a : outputs(fork_prefix)) fork_args.push_back(a);
+  auto mpi_args = tiny({"--launcher", "mpi"});
+  for (const auto& a : outputs(mpi_prefix)) mpi_args.push_back(a);
+  const Result fork = run_bench(fork_args);
+  ASSERT_EQ(fork.rc, 0) << fork.err;
+  const Result mpi = run_mpi_bench(2, mpi_args);
+  ASSERT_EQ(mpi.rc, 0) << mpi.err;
+  const auto fork_wrote = wrote_lines(fork.err, fork_prefix);
+  EXPECT_EQ(fork_wrote.size(), 4u) << fork.err;
+  EXPECT_EQ(wrote_lines(mpi.err, mpi_prefix), fork_wrote) << mpi.err;
+  EXPECT_EQ(csv_row_names(mpi_prefix + ".csv"), csv_row_names(fork_prefix + ".csv"));
+  for (const char* ext : {".json", ".csv", ".svg", ".trace.json"}) {
+    std::remove((fork_prefix + ext).c_str());
+    std::remove((mpi_prefix + ext).c_str());
+  }
 }
 
 TEST_F(MpiE2E, ReduceScatterOfThreeRanksIsTheRankOrderSum) {

@@ -105,7 +105,7 @@ TEST(NcclCollectives, SumKernelIsTheRankOrderReductionF32) {
 TEST(NcclCollectives, OneRankMovesDeviceMemoryExactly) {
   ZOB_REQUIRE_NCCL();
   SingleRankCollectives host;
-  auto comm = gpu().make_rank_collectives(host, 30.0);
+  auto comm = gpu().make_rank_collectives(host, {30.0, false});
   ASSERT_NE(comm, nullptr);
   EXPECT_EQ(comm->rank(), 0);
   EXPECT_EQ(comm->size(), 1);
@@ -144,7 +144,7 @@ TEST(NcclCollectives, PartitionedStepOverNcclIsBitwiseRunArm) {
   const ArmResult ref = step_detail::run_arm_capture(c, Arm::registered, gpu(), &ref_master);
   ASSERT_TRUE(ref.ok) << ref.error;
   SingleRankCollectives host;
-  auto data = gpu().make_rank_collectives(host, 30.0);
+  auto data = gpu().make_rank_collectives(host, {30.0, false});
   const ArmResult r = run_partitioned_arm(c, Arm::registered, gpu(), host, *data, &master);
   ASSERT_TRUE(r.ok) << r.error;
   ASSERT_EQ(master.size(), ref_master.size());
@@ -162,7 +162,7 @@ TEST(NcclCollectives, PartitionedStepOverNcclIsBitwiseRunArm) {
 TEST(NcclCollectives, EnqueuedFormsAreOrderedWithTheirQueue) {
   ZOB_REQUIRE_NCCL();
   SingleRankCollectives host;
-  auto comm = gpu().make_rank_collectives(host, 30.0);
+  auto comm = gpu().make_rank_collectives(host, {30.0, false});
   const std::size_t n = std::size_t{1} << 24;  // 32 MiB of bf16: the copy takes a while
   const auto shard = random_bf16(n);
   DeviceBuffer<bf16> src(gpu(), random_bf16(n)), full(gpu(), random_bf16(n));
@@ -187,7 +187,7 @@ TEST(NcclCollectives, EnqueuedFormsAreOrderedWithTheirQueue) {
 TEST(NcclCollectives, AbortMakesEveryLaterCallThrow) {
   ZOB_REQUIRE_NCCL();
   SingleRankCollectives host;
-  auto comm = gpu().make_rank_collectives(host, 30.0);
+  auto comm = gpu().make_rank_collectives(host, {30.0, false});
   comm->abort("test abort");
   DeviceBuffer<bf16> buf(gpu(), 16);
   EXPECT_THROW(comm->all_gather(buf.get(), buf.get(), 32), CollectiveError);

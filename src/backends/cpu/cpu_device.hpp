@@ -83,7 +83,7 @@ class CpuDevice : public Device {
 
   // Its memory is host memory: the ranks' host collectives (shared memory) serve it directly.
   void check_rank_collectives() const override {}
-  std::unique_ptr<Collectives> make_rank_collectives(Collectives&, double) override {
+  std::unique_ptr<Collectives> make_rank_collectives(Collectives&, const RankCollectivesOptions&) override {
     return nullptr;
   }
 

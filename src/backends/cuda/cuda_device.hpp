@@ -90,8 +90,8 @@ class CudaDevice final : public Device {
   // --gpus N: NCCL (loaded at run time; nccl_collectives.hpp). Without NCCL headers at build
   // time both throw DeviceError(unavailable) saying so.
   void check_rank_collectives() const override;
-  std::unique_ptr<Collectives> make_rank_collectives(Collectives& host,
-                                                     double timeout_s) override;
+  std::unique_ptr<Collectives> make_rank_collectives(
+      Collectives& host, const RankCollectivesOptions& options) override;
 
   cudaStream_t stream(Queue q) const { return streams_[static_cast<int>(q)]; }
   int index() const { return index_; }

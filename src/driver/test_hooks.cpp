@@ -1,0 +1,163 @@
+#include "driver/test_hooks.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+
+#include "driver/process.hpp"
+
+namespace zob::test_hooks {
+
+namespace {
+
+// The hooks' variables, as this process found them at the first call.
+struct Settings {
+  std::string child_fault;     // ZOB_TEST_CHILD_FAULT
+  std::string rank_fault;      // ZOB_TEST_RANK_FAULT
+  std::string mpi_rank_fault;  // ZOB_TEST_MPI_RANK_FAULT
+  bool share_device = false;   // ZOB_TEST_SHARE_DEVICE=1
+};
+
+const Settings& settings() {
+  static const Settings read = [] {
+    const auto text = [](const char* name) {
+      const char* v = std::getenv(name);
+      return v == nullptr ? std::string() : std::string(v);
+    };
+    Settings s;
+    s.child_fault = text("ZOB_TEST_CHILD_FAULT");
+    s.rank_fault = text("ZOB_TEST_RANK_FAULT");
+    s.mpi_rank_fault = text("ZOB_TEST_MPI_RANK_FAULT");
+    s.share_device = text("ZOB_TEST_SHARE_DEVICE") == "1";
+    return s;
+  }();
+  return read;
+}
+
+// The kind of ZOB_TEST_CHILD_FAULT when it names `arm`, else nullopt.
+std::optional<std::string> child_fault_kind(Arm arm) {
+  const std::string& s = settings().child_fault;
+  const auto colon = s.find(':');
+  if (colon == std::string::npos || s.substr(0, colon) != to_string(arm)) return std::nullopt;
+  return s.substr(colon + 1);
+}
+
+[[noreturn]] void hang() {
+  while (true) ::pause();
+}
+
+// Fails in its way at the at-th collective call; otherwise the inner communicator's.
+class FaultCollectives final : public Collectives {
+ public:
+  FaultCollectives(Collectives& inner, std::string kind, int at)
+      : inner_(inner), kind_(std::move(kind)), at_(at) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void all_gather(const void* s, void* f, std::size_t b) override {
+    tick();
+    inner_.all_gather(s, f, b);
+  }
+  void reduce_scatter(const void* in, ElemType t, float* out, std::size_t n) override {
+    tick();
+    inner_.reduce_scatter(in, t, out, n);
+  }
+  void broadcast(void* d, std::size_t b, int root) override {
+    tick();
+    inner_.broadcast(d, b, root);
+  }
+  void barrier() override {
+    tick();
+    inner_.barrier();
+  }
+  void check_peers() override { inner_.check_peers(); }
+  void abort(const std::string& reason) noexcept override { inner_.abort(reason); }
+
+ private:
+  void tick() {
+    if (++calls_ != at_) return;
+    std::fprintf(stderr, "zero3-offload-bench: test fault: rank %d: %s\n", rank(), kind_.c_str());
+    if (kind_ == "segv") {
+      ::signal(SIGSEGV, SIG_DFL);
+      ::raise(SIGSEGV);
+    } else if (kind_ == "exit") {
+      ::_exit(7);
+    } else if (kind_ == "hang") {
+      hang();
+    }
+  }
+  Collectives& inner_;
+  std::string kind_;
+  int at_;
+  int calls_ = 0;
+};
+
+}  // namespace
+
+void apply_child_fault(Arm arm, int fd) {
+  const std::optional<std::string> named = child_fault_kind(arm);
+  if (!named) return;
+  const std::string& kind = *named;
+  if (kind == "segv") {
+    ::signal(SIGSEGV, SIG_DFL);
+    ::raise(SIGSEGV);
+  } else if (kind == "hang") {
+    hang();
+  } else if (kind == "ignore_sigint") {
+    // A child stuck where it cannot be interrupted: the parent's grace -> SIGKILL path.
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGTERM, SIG_IGN);
+    hang();
+  } else if (kind == "exit") {
+    ::_exit(7);
+  } else if (kind == "garbage") {
+    write_all(fd, "{\"arm\": \"" + std::string(to_string(arm)) + "\", \"ok\": tru");
+    ::_exit(0);
+  } else if (kind == "noresult") {
+    ::_exit(0);
+  } else if (kind == "perturb") {
+    return;  // applied to the result, see perturb_result
+  }
+  std::fprintf(stderr, "zero3-offload-bench: notice: ignoring ZOB_TEST_CHILD_FAULT kind '%s'\n",
+               kind.c_str());
+}
+
+void perturb_result(ArmResult& r) {
+  if (child_fault_kind(r.arm) != std::optional<std::string>("perturb")) return;
+  const auto i = static_cast<std::size_t>(std::max(r.warmup, 0));
+  if (!r.ok || i >= r.samples.size()) return;
+  r.samples[i].loss = std::nextafter(r.samples[i].loss, std::numeric_limits<float>::infinity());
+}
+
+std::unique_ptr<Collectives> rank_fault_collectives(Collectives& host, Arm arm, int rank) {
+  const std::string& spec = settings().rank_fault;
+  char arm_name[32] = {}, kind[16] = {};
+  int r = -1, at = 5;
+  if (spec.empty() ||
+      std::sscanf(spec.c_str(), "%31[^:]:%d:%15[^:]:%d", arm_name, &r, kind, &at) < 3) {
+    return nullptr;
+  }
+  if (std::string(arm_name) != to_string(arm) || r != rank) return nullptr;
+  return std::make_unique<FaultCollectives>(host, kind, at);
+}
+
+void apply_mpi_rank_fault(int rank) {
+  const std::string& spec = settings().mpi_rank_fault;
+  int r = -1;
+  char kind[16] = {};
+  if (spec.empty() || std::sscanf(spec.c_str(), "%d:%15s", &r, kind) != 2 || r != rank) return;
+  if (std::string(kind) == "throw") {
+    throw std::runtime_error("test fault (ZOB_TEST_MPI_RANK_FAULT)");
+  }
+  if (std::string(kind) == "hang") hang();
+}
+
+bool ranks_share_device() { return settings().share_device; }
+
+}  // namespace zob::test_hooks

@@ -1,0 +1,41 @@
+// Test-only hooks, and the one place that reads them: environment variables that the e2e
+// tests (tests/e2e) and the GPU scripts (scripts/cuda-ranks-check, bench/) set to make a
+// child, a rank or an MPI rank fail on purpose, or to put every rank on one device. A user
+// never sets them. The environment is read once per process, at the first call; nothing else
+// in the driver calls getenv for them.
+//
+//   ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|ignore_sigint|exit|garbage|noresult|perturb>
+//   ZOB_TEST_RANK_FAULT=<arm>:<rank>:<segv|exit|hang>[:<n>]
+//   ZOB_TEST_MPI_RANK_FAULT=<rank>:<throw|hang>
+//   ZOB_TEST_SHARE_DEVICE=1
+#pragma once
+#include <memory>
+#include <string>
+
+#include "zob/collectives.hpp"
+#include "zob/result.hpp"
+
+namespace zob::test_hooks {
+
+// ZOB_TEST_CHILD_FAULT for `arm`'s child: it fails in that way before doing any work (the
+// kinds above); "perturb": it runs, then perturb_result() changes its first timed loss, as if
+// that arm had computed something different. Applied at the child's entry; returns only where
+// the kind lets the child go on. fd: the result pipe ("garbage" writes half a document there).
+void apply_child_fault(Arm arm, int fd);
+// perturb: 1 ulp added to the loss of the first timed step of an ok result.
+void perturb_result(ArmResult& result);
+
+// ZOB_TEST_RANK_FAULT for rank `rank` of `arm` (fork launcher): `host` wrapped so that the
+// rank fails in that way at its n-th collective call (default 5: inside the first step's
+// forward); nullptr when the variable does not name this rank of this arm.
+std::unique_ptr<Collectives> rank_fault_collectives(Collectives& host, Arm arm, int rank);
+
+// ZOB_TEST_MPI_RANK_FAULT: rank `rank` of --launcher mpi throws, or stops answering, just
+// before its arm starts; returns at once for every other rank.
+void apply_mpi_rank_fault(int rank);
+
+// ZOB_TEST_SHARE_DEVICE=1: every rank of --gpus N on device --device-index, so the multi-rank
+// path of an accelerator runs on a one-GPU machine (the results count, the timings do not).
+bool ranks_share_device();
+
+}  // namespace zob::test_hooks
