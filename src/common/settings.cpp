@@ -393,9 +393,8 @@ std::vector<Setting> declare_outputs() {
                  "the step you see in DeepSpeed today (its wall_clock_breakdown or your trainer's "
                  "log): the verdict projects it across the saving measured here; 0 = none",
                  [](RunConfig& c, const std::string& text) {
-                   c.deepspeed_step_s =
-                       parse_seconds_flag("--deepspeed-step", text, limits::timeout_s,
-                                          "no projection");
+                   c.deepspeed_step_s = parse_seconds_flag("--deepspeed-step", text,
+                                                           limits::timeout_s, "no projection");
                  }),
       Decl(member(&RunConfig::deepspeed_arm, "deepspeed_arm"))
           .value("--deepspeed-arm", "ARM",

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -153,7 +154,60 @@ TEST(Advice, EveryArmPairOnXpuGetsSettingsForOneOfItsArms) {
     }
   }
 }
+// Issue 23: the user's DeepSpeed step, projected across the saving this run measured, on the
+// accelerator (three rounds: the saving's interval); and a --model run names the DeepSpeed
+// host work the step does not contain, in the text and in DRIVERRESULT.
+TEST(Advice, ProjectsTheUsersDeepSpeedStepAndNamesWhatIsNotContained) {
+  const std::vector<std::string> args{"--device",
+                                      "xpu",
+                                      "--model",
+                                      std::string(ZOB_SOURCE_DIR) + "/tests/models/tiny-qwen2",
+                                      "--batch",
+                                      "2",
+                                      "--seq",
+                                      "16",
+                                      "--deepspeed-step",
+                                      "7.5"};
+  const Result r = run_bench(args, kXpu, nullptr, 180);
+  expect_no_leftovers();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = driver_result(r.out);
+  const auto& v = j.at("verdicts").at(0);
+  const auto& p = j.at("projection");
+  ASSERT_TRUE(p.is_object()) << r.out;
+  EXPECT_EQ(p.at("user_arm"), "unregistered");
+  EXPECT_EQ(p.at("projected_arm"), "registered");
+  const double saved = p.at("saved_s");
+  EXPECT_LE(p.at("saved_low_s").get<double>(), saved);
+  EXPECT_GE(p.at("saved_high_s").get<double>(), saved);
+  EXPECT_NEAR(std::fabs(saved), std::fabs(v.at("saved_s").get<double>()),
+              0.5 * std::fabs(saved) + 1e-3);
+  EXPECT_DOUBLE_EQ(p.at("projected_s").get<double>(), 7.5 - saved);
+  const auto printed = lines_starting(r.out, "projection: ");
+  ASSERT_EQ(printed.size(), 1u) << r.out;
+  EXPECT_NE(printed[0].find("your DeepSpeed step of 7.500 s (unregistered)"), std::string::npos)
+      << printed[0];
+  const auto& nc = j.at("not_contained");
+  ASSERT_TRUE(nc.is_object()) << r.out;
+  const long long layers = j.at("workload").at("layers");
+  EXPECT_EQ(nc.at("deepspeed_hooked_modules").get<long long>(), 13 * layers + 6);
+  const auto line = lines_starting(r.out, "not contained: ");
+  ASSERT_EQ(line.size(), 1u) << r.out;
+  EXPECT_NE(line[0].find(std::to_string(13 * layers + 6) + " modules"), std::string::npos);
+}
+
 #endif
+
+// Bad input for the projection: one line naming the flag, exit 2, nothing run.
+TEST(Advice, ProjectionFlagsRefuseBadValues) {
+  for (const auto& bad : std::vector<std::vector<std::string>>{{"--deepspeed-step", "-1"},
+                                                               {"--deepspeed-step", "fast"},
+                                                               {"--deepspeed-arm", "pinned"}}) {
+    const Result r = run_bench(bare("cpu", bad));
+    EXPECT_EQ(r.rc, 2) << bad[0] << " " << bad[1];
+    EXPECT_NE(r.err.find(bad[0]), std::string::npos) << r.err;
+  }
+}
 
 }  // namespace
 
