@@ -23,8 +23,8 @@ struct AdamHyper {
 // CPU lacks it or the name is unknown); it applies to cast_f32_to_bf16_host too. For one ISA
 // the results are bitwise independent of the pool's thread count; different ISAs agree within
 // a few ulp (fma vs separate multiply-add), not bit for bit.
-void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-               std::int64_t n, int step, const AdamHyper& hyper, ThreadPool& pool);
+void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, std::int64_t n,
+               int step, const AdamHyper& hyper, ThreadPool& pool);
 
 // The vector instruction set adam_step uses on this CPU: "avx512", "avx2" or "scalar".
 const char* adam_isa();

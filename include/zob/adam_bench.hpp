@@ -9,22 +9,22 @@ namespace zob {
 
 struct AdamBenchOptions {
   std::int64_t params = 500'000'000;
-  int threads = 0;      // 0: the CPUs this process may use
-  int repeats = 5;      // timed repeats after one warm-up; medians reported
+  int threads = 0;  // 0: the CPUs this process may use
+  int repeats = 5;  // timed repeats after one warm-up; medians reported
   std::uint64_t seed = 42;
 };
 
 struct AdamBenchResult {
-  std::string isa;                 // adam_isa()
+  std::string isa;  // adam_isa()
   int threads = 0;
   std::int64_t params = 0;
-  double adam_gparams_per_s = 0;   // median
-  double adam_gb_per_s = 0;        // at 28 B/param
-  double probe_gb_per_s = 0;       // same-run bandwidth probe, same bytes counted the same way
-  double ratio = 0;                // adam_gb_per_s / probe_gb_per_s
-  int repeats = 0;                 // timed repeats behind the medians (to_json key "repeats")
+  double adam_gparams_per_s = 0;  // median
+  double adam_gb_per_s = 0;       // at 28 B/param
+  double probe_gb_per_s = 0;      // same-run bandwidth probe, same bytes counted the same way
+  double ratio = 0;               // adam_gb_per_s / probe_gb_per_s
+  int repeats = 0;                // timed repeats behind the medians (to_json key "repeats")
   nlohmann::json to_json() const;
-  std::string to_text() const;     // the lines printed on stdout
+  std::string to_text() const;  // the lines printed on stdout
 };
 
 // Throws UsageError on bad options, DeviceError(out_of_memory) when the buffers can't be had.

@@ -23,8 +23,8 @@ struct CompareOptions {
 };
 
 struct Comparison {
-  nlohmann::json doc;   // the --json output
-  std::string text;     // the table printed on stdout
+  nlohmann::json doc;  // the --json output
+  std::string text;    // the table printed on stdout
 };
 
 // Throws UsageError: fewer than two files, unreadable file, bad document, or (without force)

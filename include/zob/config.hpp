@@ -13,7 +13,7 @@ namespace zob {
 // Which kind of host memory backs the pinned offload buffers (fp32 master, fp32 grads, and
 // the bf16 parameter buffer under --offload-param). Adam states are plain memory in every arm.
 enum class Arm {
-  registered,    // page-aligned + mlock + registered with the device (cudaHostRegister / zex import)
+  registered,  // page-aligned + mlock + registered with the device (cudaHostRegister / zex import)
   unregistered,  // page-aligned + mlock only: DeepSpeed's "native" pin backend
   pageable,      // page-aligned, neither locked nor registered
   hostalloc,     // allocated by the device runtime (cudaMallocHost / zeMemAllocHost)
@@ -31,8 +31,8 @@ enum class Loop {
 
 // Order of the optimizer phase (--schedule). Both give bitwise identical results.
 enum class Schedule {
-  stock,    // docs/anatomy.md §3: all grads land, then per sub-group Adam, then its copy-back
-  overlap,  // Adam per piece as its grads land; copy-back of piece i under Adam of piece i+1
+  stock,      // docs/anatomy.md §3: all grads land, then per sub-group Adam, then its copy-back
+  overlap,    // Adam per piece as its grads land; copy-back of piece i under Adam of piece i+1
   deepspeed,  // DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits (docs/schedules.md)
 };
 
@@ -51,7 +51,7 @@ enum class Compat {
 // A decoder-only transformer of the Llama shape (--model; docs/models.md): the fields of its
 // Hugging Face config.json beyond vocab, hidden and layers.
 struct DecoderArch {
-  std::string model_type;        // "llama", "mistral" or "qwen2"
+  std::string model_type;         // "llama", "mistral" or "qwen2"
   std::int64_t intermediate = 0;  // intermediate_size: the gated MLP's width
   std::int64_t heads = 0;         // num_attention_heads
   std::int64_t kv_heads = 0;      // num_key_value_heads (grouped-query attention)
@@ -121,18 +121,18 @@ struct RunConfig {
   // Ranks per arm, one per device (indices device_index, device_index + 1, ...; on the CPU
   // device every rank uses the CPU). 0 = all devices of the backend, resolved by the driver.
   int gpus = 1;
-  int repeats = 1;          // rounds of all arms, interleaved (A B A B ...), each arm a fresh child
+  int repeats = 1;  // rounds of all arms, interleaved (A B A B ...), each arm a fresh child
   // --deepspeed-step S / --deepspeed-arm: the step a user sees in DeepSpeed today and its arm;
   // the verdict projects it across the saving measured here (src/report/deepspeed_gap.cpp).
   double deepspeed_step_s = 0;
   Arm deepspeed_arm = Arm::unregistered;
-  std::string trace_path;   // --trace FILE: Chrome trace of every arm run; empty: none
-  std::string plot_path;    // --plot FILE (.svg / .png): the chart of the run; empty: none
-  std::string csv_path;     // --csv FILE: phases and step times for spreadsheets; empty: none
+  std::string trace_path;       // --trace FILE: Chrome trace of every arm run; empty: none
+  std::string plot_path;        // --plot FILE (.svg / .png): the chart of the run; empty: none
+  std::string csv_path;         // --csv FILE: phases and step times for spreadsheets; empty: none
   bool skip_preflight = false;  // --skip-preflight
   Compat compat = Compat::v1;   // --compat
   bool dry_run = false;         // --dry-run: print the plan and the pre-flight verdict, run nothing
-  bool ablate_register = false; // --ablate-register (v2): also the pinned-unregistered arm
+  bool ablate_register = false;  // --ablate-register (v2): also the pinned-unregistered arm
   // Which of --repeats / --warmup / --steps the command line left to the device: the driver
   // gives them kAcceleratorRounds once the probe has named an accelerator
   // (apply_device_round_defaults). Set by the CLI only; not part of the JSON hand-over.
@@ -154,7 +154,8 @@ Compat parse_compat(const std::string&);  // "v1" / "v2"; UsageError otherwise
 Loop parse_loop(const std::string&);      // "copy_back" / "offload_param"; UsageError otherwise
 Schedule parse_schedule(const std::string&);
 // The report header's words for a schedule: "DeepSpeed 0.19.8's ZeRO-3 operations".
-const char* schedule_description(Schedule);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
+const char* schedule_description(
+    Schedule);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
 // The schedules for a sentence: "stock, overlap or deepspeed"; conjunction "|":
 // "stock|overlap|deepspeed".
 std::string schedule_names(const char* conjunction);

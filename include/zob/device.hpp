@@ -46,9 +46,9 @@ struct DeviceInfo {
   std::string name;             // e.g. "NVIDIA H200"
   std::string runtime_version;  // e.g. "CUDA runtime 13.0"
   std::string driver_version;
-  std::string pci_bus_id;       // "" where not applicable
+  std::string pci_bus_id;  // "" where not applicable
   std::uint64_t total_memory_bytes = 0;
-  int numa_node = -1;           // NUMA node closest to the device, -1 unknown
+  int numa_node = -1;  // NUMA node closest to the device, -1 unknown
 };
 
 // How a host range was made DMA-able. `method` is what DRIVERRESULT reports:
@@ -123,8 +123,8 @@ class Device {
   // ---- events ----
   virtual std::unique_ptr<DeviceEvent> create_event() = 0;
   virtual void record(DeviceEvent& event, Queue q) = 0;
-  virtual void queue_wait(Queue q, DeviceEvent& event) = 0;    // q waits for event
-  virtual void event_synchronize(DeviceEvent& event) = 0;      // the host waits
+  virtual void queue_wait(Queue q, DeviceEvent& event) = 0;  // q waits for event
+  virtual void event_synchronize(DeviceEvent& event) = 0;    // the host waits
   // Device time between two completed events, in seconds.
   virtual double elapsed_seconds(DeviceEvent& start, DeviceEvent& end) = 0;
   virtual void synchronize() = 0;  // the host waits for every queue
@@ -135,8 +135,8 @@ class Device {
   virtual void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
                                  std::int64_t tokens, std::int64_t hidden) = 0;
   // Writes only the rows listed in index; the caller zero-fills dtable first.
-  virtual void embedding_backward(const EmbeddingGradIndex& index, const bf16* dout,
-                                  bf16* dtable, std::int64_t hidden) = 0;
+  virtual void embedding_backward(const EmbeddingGradIndex& index, const bf16* dout, bf16* dtable,
+                                  std::int64_t hidden) = 0;
   // y[r,c] = bf16(y[r,c] + bias[c])
   virtual void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) = 0;
   // pre[r,c] = bf16(pre[r,c] + bias[c]); act[r,c] = bf16(gelu(pre[r,c])), gelu the erf form.
@@ -167,9 +167,8 @@ class Device {
   // C_i = op(A_i) * op(B_i) for i in [0, count): A_i = a + i*stride_a (elements), likewise B, C.
   // stride 0 is allowed for A or B (a shared operand), never for C. Used by attention:
   // scores = Q K^T and out = P V per (batch, head) in head-major layout.
-  virtual void gemm_strided_batched(const GemmArgs& args, std::int64_t count,
-                                    std::int64_t stride_a, std::int64_t stride_b,
-                                    std::int64_t stride_c) = 0;
+  virtual void gemm_strided_batched(const GemmArgs& args, std::int64_t count, std::int64_t stride_a,
+                                    std::int64_t stride_b, std::int64_t stride_c) = 0;
 
   // RMSNorm (Llama/Mistral/Qwen2): per row r of x[rows, cols]:
   //   rstd[r] = 1 / sqrt(mean_c(x[r,c]^2) + eps)   (fp32, stored in fp32)
@@ -216,12 +215,11 @@ class Device {
                                        std::int64_t n, std::int64_t seq, float scale) = 0;
 
   // Gated MLP: out = bf16( silu(gate) * up ), silu(x) = x / (1 + exp(-x)), fp32, elementwise.
-  virtual void silu_mul_forward(const bf16* gate, const bf16* up, bf16* out,
-                                std::int64_t n) = 0;
+  virtual void silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n) = 0;
   // dgate = bf16( dout * up * silu'(gate) ),  dup = bf16( dout * silu(gate) ),
   // silu'(x) = s*(1 + x*(1-s)), s = 1/(1+exp(-x)).
-  virtual void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up,
-                                 bf16* dgate, bf16* dup, std::int64_t n) = 0;
+  virtual void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
+                                 bf16* dup, std::int64_t n) = 0;
 
   // ---- several ranks per arm (--gpus N), one device each ----
   // How the launcher placed the ranks, for make_rank_collectives.
@@ -234,7 +232,8 @@ class Device {
   // backend has no collectives over device memory, DeviceError(unavailable) when their library
   // is missing (one line, with the fix). Defined inline: plugins do not link zob_core.
   virtual void check_rank_collectives() const {
-    throw UsageError("--gpus > 1 on the " + info().backend + " device needs collectives over "
+    throw UsageError("--gpus > 1 on the " + info().backend +
+                     " device needs collectives over "
                      "its memory, which this backend does not have; use --gpus 1, or --device cpu");
   }
   // The collectives over device memory for rank host.rank() of host.size(), bootstrapped over

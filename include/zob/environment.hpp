@@ -13,11 +13,11 @@ namespace zob {
 struct HostEnvironment {
   std::string tool_version, git_commit, build_type, compiler;
   std::string hostname, kernel, cpu_model, utc_start;
-  int logical_cpus = 0;     // online CPUs of the machine
-  int available_cpus = 0;   // CPUs this process may run on (affinity)
-  std::string transparent_hugepages;  // the selected mode: always / madvise / never / ""
-  std::uint64_t memlock_limit = 0;    // RLIMIT_MEMLOCK soft limit in bytes
-  bool memlock_unlimited = false;     // RLIM_INFINITY
+  int logical_cpus = 0;                 // online CPUs of the machine
+  int available_cpus = 0;               // CPUs this process may run on (affinity)
+  std::string transparent_hugepages;    // the selected mode: always / madvise / never / ""
+  std::uint64_t memlock_limit = 0;      // RLIMIT_MEMLOCK soft limit in bytes
+  bool memlock_unlimited = false;       // RLIM_INFINITY
   bool can_lock_without_limit = false;  // effective CAP_IPC_LOCK
   std::uint64_t mem_total = 0, mem_available = 0;  // bytes, /proc/meminfo
 };
@@ -36,6 +36,7 @@ nlohmann::json environment_json(const HostEnvironment&, const DeviceInfo&);
 
 // Helpers shared with the pre-flight check, exposed for tests.
 std::uint64_t meminfo_bytes(const std::string& meminfo_text, const std::string& key);
-std::string selected_thp_mode(const std::string& sysfs_text);  // "always [madvise] never" -> "madvise"
+std::string selected_thp_mode(
+    const std::string& sysfs_text);  // "always [madvise] never" -> "madvise"
 
 }  // namespace zob

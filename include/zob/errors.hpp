@@ -12,11 +12,11 @@ class UsageError : public std::runtime_error {
 };
 
 enum class DeviceErrorKind {
-  unavailable,          // backend not compiled in, runtime/driver missing, no device: exit 3
-  out_of_memory,        // device or host allocation refused
-  registration_refused, // the driver would not register / import host memory
-  lock_refused,         // mlock refused (RLIMIT_MEMLOCK)
-  runtime,              // any other failed runtime call
+  unavailable,           // backend not compiled in, runtime/driver missing, no device: exit 3
+  out_of_memory,         // device or host allocation refused
+  registration_refused,  // the driver would not register / import host memory
+  lock_refused,          // mlock refused (RLIMIT_MEMLOCK)
+  runtime,               // any other failed runtime call
 };
 
 class DeviceError : public std::runtime_error {

@@ -3,9 +3,9 @@
 
 namespace zob::exit_code {
 inline constexpr int ok = 0;
-inline constexpr int arm_failed = 1;         // an arm failed, or the arms disagree
-inline constexpr int usage = 2;              // invalid input or a pre-flight refusal; nothing ran
+inline constexpr int arm_failed = 1;           // an arm failed, or the arms disagree
+inline constexpr int usage = 2;                // invalid input or a pre-flight refusal; nothing ran
 inline constexpr int backend_unavailable = 3;  // requested backend not usable on this machine
-inline constexpr int interrupted = 130;      // SIGINT (128 + 2)
-inline constexpr int terminated = 143;       // SIGTERM (128 + 15)
+inline constexpr int interrupted = 130;        // SIGINT (128 + 2)
+inline constexpr int terminated = 143;         // SIGTERM (128 + 15)
 }  // namespace zob::exit_code

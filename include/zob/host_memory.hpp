@@ -13,10 +13,10 @@ class Device;
 class ThreadPool;
 
 enum class HostMemoryMode {
-  pageable,    // page-aligned (posix_memalign / mmap), nothing else
-  locked,      // + mlock
-  registered,  // + mlock + Device::register_host (verified)
-  device_host, // Device::allocate_host (cudaMallocHost / zeMemAllocHost)
+  pageable,     // page-aligned (posix_memalign / mmap), nothing else
+  locked,       // + mlock
+  registered,   // + mlock + Device::register_host (verified)
+  device_host,  // Device::allocate_host (cudaMallocHost / zeMemAllocHost)
 };
 const char* to_string(HostMemoryMode);
 
@@ -43,7 +43,9 @@ class HostBuffer {
 
   void* data() const { return data_; }
   template <class T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   std::size_t size() const { return bytes_; }
   HostMemoryMode mode() const { return mode_; }
   const std::string& registration_method() const { return registration_method_; }
@@ -54,8 +56,8 @@ class HostBuffer {
   void lock_and_register();                 // mlock, then the device's registration
   void release() noexcept;
   void* data_ = nullptr;
-  std::size_t bytes_ = 0;          // requested
-  std::size_t mapped_bytes_ = 0;   // page-rounded
+  std::size_t bytes_ = 0;         // requested
+  std::size_t mapped_bytes_ = 0;  // page-rounded
   HostMemoryMode mode_ = HostMemoryMode::pageable;
   Device* device_ = nullptr;
   bool locked_ = false;
@@ -72,7 +74,7 @@ struct HostMemoryCounters {
   std::uint64_t registered_bytes = 0;
   std::uint64_t peak_locked_bytes = 0;
   std::uint64_t peak_registered_bytes = 0;
-  std::uint64_t mapped_bytes = 0;       // every live HostBuffer, page-rounded, whatever its mode
+  std::uint64_t mapped_bytes = 0;  // every live HostBuffer, page-rounded, whatever its mode
   std::uint64_t peak_mapped_bytes = 0;
   std::uint64_t runtime_pinned_bytes = 0;  // HostMemoryMode::device_host buffers, page-rounded
 };

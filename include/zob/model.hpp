@@ -18,9 +18,9 @@ std::string model_name(const ModelShape& shape);
 double params_billions(std::int64_t params);
 
 struct TensorSlice {
-  std::string name;        // "layer3.fc1.weight"
-  std::int64_t offset = 0; // element offset in the flat parameter array
-  std::int64_t rows = 0;   // weight [out, in]; a bias is [1, out]
+  std::string name;         // "layer3.fc1.weight"
+  std::int64_t offset = 0;  // element offset in the flat parameter array
+  std::int64_t rows = 0;    // weight [out, in]; a bias is [1, out]
   std::int64_t cols = 0;
   std::int64_t count() const { return rows * cols; }
 };
@@ -28,7 +28,7 @@ struct TensorSlice {
 // A module is the unit of fetch / release / gradient offload: the embedding, each block,
 // the head. Its tensors are contiguous in the flat array.
 struct ModuleSlice {
-  std::string name;        // "embedding", "layer3", "head"
+  std::string name;  // "embedding", "layer3", "head"
   std::int64_t offset = 0;
   std::int64_t count = 0;
   std::vector<TensorSlice> tensors;

@@ -11,7 +11,7 @@
 namespace zob {
 
 // device_total_bytes: 0 when unknown. Throws UsageError naming the first shortfall.
-void preflight_check(const RunConfig& config, const MemoryPlan& plan,
-                     const HostEnvironment& host, std::uint64_t device_total_bytes);
+void preflight_check(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
+                     std::uint64_t device_total_bytes);
 
 }  // namespace zob

@@ -17,10 +17,10 @@ namespace zob {
 
 // One phase of one step; StepSample::phases keys them by to_string(Phase) (zob/phase.hpp).
 struct PhaseSample {
-  double device_s = -1;      // device-event time; -1 where the phase is not on the device
-  double host_s = 0;         // host wall time the phase took (or blocked the host)
-  std::uint64_t bytes = 0;   // bytes moved (copies: over the link; adam: 28 B/param)
-  std::int64_t params = 0;   // parameters processed (adam, casts)
+  double device_s = -1;     // device-event time; -1 where the phase is not on the device
+  double host_s = 0;        // host wall time the phase took (or blocked the host)
+  std::uint64_t bytes = 0;  // bytes moved (copies: over the link; adam: 28 B/param)
+  std::int64_t params = 0;  // parameters processed (adam, casts)
 };
 
 // One span on a timeline track, seconds relative to the start of its step.
@@ -32,8 +32,8 @@ struct TraceSpan {
 };
 
 struct StepSample {
-  double wall_s = 0;  // host wall clock, step start to all queues idle
-  float loss = 0;     // sum of logits of the forward pass of this step
+  double wall_s = 0;                          // host wall clock, step start to all queues idle
+  float loss = 0;                             // sum of logits of the forward pass of this step
   std::map<std::string, PhaseSample> phases;  // by to_string(Phase)
   std::vector<TraceSpan> spans;
 
@@ -58,12 +58,12 @@ struct RankResult {
   int device_index = 0;
   int pid = 0;
   bool ok = false;
-  std::string error;                  // set when !ok
-  std::vector<double> step_s;         // every step's wall time, warmup first
+  std::string error;                          // set when !ok
+  std::vector<double> step_s;                 // every step's wall time, warmup first
   std::map<std::string, PhaseSample> phases;  // averages over the timed steps
-  std::int64_t shard_elems = 0;       // elements this rank owns (padding included)
-  std::string shard_checksum;         // checksum_hex of its final fp32 master shard
-  ThreadPlacement placement;          // where this rank's Adam threads ran
+  std::int64_t shard_elems = 0;               // elements this rank owns (padding included)
+  std::string shard_checksum;                 // checksum_hex of its final fp32 master shard
+  ThreadPlacement placement;                  // where this rank's Adam threads ran
 };
 
 // The lower bound of a step under a perfect overlap of Adam with the link (docs/anatomy.md §6):
@@ -95,36 +95,36 @@ struct ArmResult {
   std::string error;  // set when !ok: the reason, one line
 
   // Python-script-compatible fields
-  std::string device;          // backend name: "cpu", "cuda", "xpu"
-  std::string model;           // "synthetic-h{hidden}-l{layers}"
+  std::string device;  // backend name: "cpu", "cuda", "xpu"
+  std::string model;   // "synthetic-h{hidden}-l{layers}"
   std::int64_t params = 0;
-  double params_b = 0;         // params / 1e9 rounded to 3 decimals
+  double params_b = 0;  // params / 1e9 rounded to 3 decimals
   std::int64_t batch = 0, seq = 0, tokens_per_step = 0;
   int steps = 0, warmup = 0;
   double step_avg_s = 0, step_min_s = 0;
-  double gpu_peak_gb = 0;      // device memory high-water mark, 1e9 bytes
+  double gpu_peak_gb = 0;  // device memory high-water mark, 1e9 bytes
 
   // additions
   DeviceInfo device_info;
-  std::string loop;                  // "copy_back" / "offload_param"
-  std::vector<StepSample> samples;   // every step, warmup first (the first `warmup` entries)
-  std::string param_checksum;        // checksum_hex of the final fp32 master
-  std::string registration;          // Registration::method, "none", or "not-applicable"
+  std::string loop;                 // "copy_back" / "offload_param"
+  std::vector<StepSample> samples;  // every step, warmup first (the first `warmup` entries)
+  std::string param_checksum;       // checksum_hex of the final fp32 master
+  std::string registration;         // Registration::method, "none", or "not-applicable"
   bool registration_verified = false;
-  std::uint64_t locked_bytes = 0;     // peak bytes mlocked by this arm
-  std::uint64_t registered_bytes = 0; // peak bytes registered by this arm
+  std::uint64_t locked_bytes = 0;      // peak bytes mlocked by this arm
+  std::uint64_t registered_bytes = 0;  // peak bytes registered by this arm
   // Bytes the device runtime allocated for this arm (hostalloc: cudaMallocHost /
   // zeMemAllocHost), which the runtime pins itself; 0 on the CPU device's plain allocation.
   std::uint64_t runtime_pinned_bytes = 0;
-  double register_s = 0;             // time spent registering
-  double setup_s = 0;                // allocation + lock + registration + init, untimed
+  double register_s = 0;  // time spent registering
+  double setup_s = 0;     // allocation + lock + registration + init, untimed
   int adam_threads = 0;
-  std::string schedule = "stock";    // --schedule
+  std::string schedule = "stock";  // --schedule
   StepBound bound;
   ThreadPlacement placement;
   std::uint64_t host_mapped_bytes = 0;  // bytes this arm's HostBuffers map (page-rounded)
-  double wall_s = 0;                 // child process start to result (time to result)
-  int pid = 0;                       // process that ran the arm (set by the driver, not the step)
+  double wall_s = 0;                    // child process start to result (time to result)
+  int pid = 0;  // process that ran the arm (set by the driver, not the step)
   // --gpus N: the ranks, in rank order (empty with one rank). With N > 1 each step's wall_s
   // is the slowest rank's, the loss the sum over ranks, param_checksum combines the shards'.
   int gpus = 1;
@@ -150,7 +150,7 @@ struct SweepPoint {
 
 struct RunResult {
   RunConfig config;
-  std::vector<ArmResult> arms;  // in --arms order; with a sweep, those of its first combination
+  std::vector<ArmResult> arms;    // in --arms order; with a sweep, those of its first combination
   std::vector<SweepPoint> sweep;  // every combination, chunk-major; empty = just `arms`
   std::string started_utc;
   std::string tool_version;

@@ -35,7 +35,7 @@ ArmResult workload_result(const RunConfig& config, Arm arm, const DeviceInfo& de
 
 // Bytes the arm needs, for the pre-flight check and the step's byte-count tests.
 struct MemoryPlan {
-  std::uint64_t host_pinned_bytes = 0;    // locked/registered in the arm (master, grads, bf16 params)
+  std::uint64_t host_pinned_bytes = 0;  // locked/registered in the arm (master, grads, bf16 params)
   std::uint64_t host_pageable_bytes = 0;  // Adam states
   std::uint64_t device_bytes = 0;         // device high-water mark the step will reach (estimate)
 };

@@ -3,12 +3,12 @@
 #include <sched.h>
 #include <time.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "collectives/reduce.hpp"
 
@@ -50,14 +50,15 @@ MpiCollectives::~MpiCollectives() {
 void MpiCollectives::check_mpi(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
   failed_ = true;
-  throw CollectiveError(-1, fmt::format("rank {} of {}: {} failed: {}", rank_, size_, call,
-                                        mpi_error_text(rc)));
+  throw CollectiveError(
+      -1, fmt::format("rank {} of {}: {} failed: {}", rank_, size_, call, mpi_error_text(rc)));
 }
 
 void MpiCollectives::check_peers() {
   if (failed_) {
     throw CollectiveError(-1, fmt::format("rank {}: the MPI collectives failed before; the run "
-                                          "cannot go on", rank_));
+                                          "cannot go on",
+                                          rank_));
   }
 }
 
@@ -71,8 +72,8 @@ void MpiCollectives::wait(MPI_Request& request, const char* what) {
     if (Clock::now() > deadline) {
       failed_ = true;
       throw CollectiveError(-1, fmt::format("rank {} of {}: {} over MPI did not complete within "
-                                            "{:g} s: a peer failed or hangs", rank_, size_,
-                                            what, timeout_s_));
+                                            "{:g} s: a peer failed or hangs",
+                                            rank_, size_, what, timeout_s_));
     }
     // Short collectives complete within microseconds; longer waits must not eat a core the
     // peers' (or our own) Adam threads could use.
@@ -152,15 +153,16 @@ void MpiCollectives::reduce_scatter(const void* in, ElemType in_type, float* out
   scratch_.resize(block * static_cast<std::size_t>(size_));
   alltoall_blocks(in, scratch_.data(), block, false);
   std::vector<const void*> parts(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) parts[static_cast<std::size_t>(r)] = scratch_.data() + block * static_cast<std::size_t>(r);
+  for (int r = 0; r < size_; ++r)
+    parts[static_cast<std::size_t>(r)] = scratch_.data() + block * static_cast<std::size_t>(r);
   collectives_detail::sum_in_rank_order(parts.data(), size_, in_type, out, shard_elems);
 }
 
 void MpiCollectives::broadcast(void* data, std::size_t bytes, int root) {
   check_peers();
   if (root < 0 || root >= size_) {
-    throw CollectiveError(-1, fmt::format("broadcast from rank {} of {}: no such rank", root,
-                                          size_));
+    throw CollectiveError(-1,
+                          fmt::format("broadcast from rank {} of {}: no such rank", root, size_));
   }
   auto* p = static_cast<unsigned char*>(data);
   for (std::size_t off = 0; off < bytes; off += piece_bytes_) {
@@ -184,15 +186,18 @@ void MpiCollectives::abort(const std::string& reason) noexcept {
     const std::string me = fmt::format("rank {} of {}: ", rank_, size_);
     // The reason may be one of our own CollectiveErrors, which already name the rank.
     const std::string why = reason.rfind(me, 0) == 0 ? reason.substr(me.size()) : reason;
-    std::string line = fmt::format("zero3-offload-bench: error: {}{}; ending every rank "
-                                   "(MPI_Abort)", me, why);
+    std::string line = fmt::format(
+        "zero3-offload-bench: error: {}{}; ending every rank "
+        "(MPI_Abort)",
+        me, why);
     for (char& c : line) {
       if (c == '\n' || c == '\r') c = ' ';
     }
     line += '\n';
     std::fwrite(line.data(), 1, line.size(), stderr);
   } catch (...) {
-    std::fputs("zero3-offload-bench: error: a rank failed; ending every rank (MPI_Abort)\n", stderr);
+    std::fputs("zero3-offload-bench: error: a rank failed; ending every rank (MPI_Abort)\n",
+               stderr);
   }
   std::fflush(stderr);
   std::fflush(stdout);

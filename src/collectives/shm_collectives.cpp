@@ -7,19 +7,19 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstring>
-#include <fmt/format.h>
 #include <new>
 #include <utility>
 
 #include "collectives/reduce.hpp"
-#include "zob/system.hpp"
 #include "zob/errors.hpp"
+#include "zob/system.hpp"
 
 namespace zob {
 
@@ -33,7 +33,7 @@ struct ShmRegion::Header {
   std::atomic<std::uint32_t> reason_ready;
   char reason[512];
   alignas(64) std::atomic<std::uint32_t> arrived;
-  alignas(64) std::atomic<std::uint32_t> generation;  // the futex word
+  alignas(64) std::atomic<std::uint32_t> generation;          // the futex word
   alignas(64) std::atomic<std::uint32_t> entered[kMaxRanks];  // barriers entered, per rank
 };
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -53,13 +53,14 @@ std::string errno_text(int e) { return std::strerror(e); }
 
 ShmRegion ShmRegion::create(int ranks, std::size_t slot_bytes, const std::string& tag) {
   if (ranks < 1 || ranks > kMaxRanks || slot_bytes == 0) {
-    throw UsageError(fmt::format("shared-memory collectives: {} ranks (1..{}) and a slot of {} "
-                                 "bytes (> 0) requested", ranks, kMaxRanks, slot_bytes));
+    throw UsageError(
+        fmt::format("shared-memory collectives: {} ranks (1..{}) and a slot of {} "
+                    "bytes (> 0) requested",
+                    ranks, kMaxRanks, slot_bytes));
   }
   std::uint64_t nonce = 0;
   if (::getrandom(&nonce, sizeof nonce, 0) != static_cast<ssize_t>(sizeof nonce)) {
-    nonce = static_cast<std::uint64_t>(
-        std::chrono::steady_clock::now().time_since_epoch().count());
+    nonce = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
   ShmRegion r;
   r.name_ = fmt::format("/zob-{}-{}-{:016x}", ::getpid(), tag, nonce);
@@ -70,7 +71,8 @@ ShmRegion ShmRegion::create(int ranks, std::size_t slot_bytes, const std::string
   if (fd < 0) {
     throw DeviceError(DeviceErrorKind::runtime,
                       fmt::format("shm_open({}) for the ranks' collectives failed: {}; check that "
-                                  "/dev/shm is mounted and writable", r.name_, errno_text(errno)));
+                                  "/dev/shm is mounted and writable",
+                                  r.name_, errno_text(errno)));
   }
   void* p = MAP_FAILED;
   int err = 0;
@@ -88,7 +90,8 @@ ShmRegion ShmRegion::create(int ranks, std::size_t slot_bytes, const std::string
     throw DeviceError(DeviceErrorKind::out_of_memory,
                       fmt::format("ftruncate/mmap of {} bytes of shared memory ({}) for the ranks' "
                                   "collectives failed: {}; /dev/shm may be too small (docker: "
-                                  "--shm-size)", r.bytes_, r.name_, errno_text(err)));
+                                  "--shm-size)",
+                                  r.bytes_, r.name_, errno_text(err)));
   }
   r.header_ = new (p) Header{};
   r.header_->magic = kMagic;
@@ -147,8 +150,10 @@ std::string ShmRegion::reason() const {
 ShmCollectives::ShmCollectives(ShmRegion& region, int rank, double timeout_s)
     : region_(region), rank_(rank), size_(region.ranks()), timeout_s_(timeout_s) {
   if (rank < 0 || rank >= size_ || !(timeout_s > 0)) {
-    throw UsageError(fmt::format("shared-memory collectives: rank {} of {} with a timeout of "
-                                 "{} s (must be > 0)", rank, size_, timeout_s));
+    throw UsageError(
+        fmt::format("shared-memory collectives: rank {} of {} with a timeout of "
+                    "{} s (must be > 0)",
+                    rank, size_, timeout_s));
   }
 }
 
@@ -185,8 +190,8 @@ void ShmCollectives::barrier() {
         if (h->entered[r].load() < entered_) late = r;
       }
       const std::string why = fmt::format(
-          "rank {} did not reach barrier {} of the collectives within {:g} s (--timeout)", late, entered_,
-          timeout_s_);
+          "rank {} did not reach barrier {} of the collectives within {:g} s (--timeout)", late,
+          entered_, timeout_s_);
       region_.abort(late, why);
       throw CollectiveError(late, fmt::format("rank {}: {}", rank_, why));
     }

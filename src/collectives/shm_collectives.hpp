@@ -38,8 +38,8 @@ class ShmRegion {
   // Marks the run failed because of `culprit` (the first caller wins) and wakes every waiter.
   void abort(int culprit, const std::string& reason) noexcept;
   bool aborted() const;
-  int culprit() const;          // -1 when not aborted or unknown
-  std::string reason() const;   // "" when not aborted
+  int culprit() const;         // -1 when not aborted or unknown
+  std::string reason() const;  // "" when not aborted
 
   struct Header;
   Header* header() const { return header_; }

@@ -81,7 +81,8 @@ const char* to_string(Compat compat) { return compat == Compat::v2 ? "v2" : "v1"
 Compat parse_compat(const std::string& name) {
   if (name == "v1") return Compat::v1;
   if (name == "v2") return Compat::v2;
-  throw UsageError("unknown --compat '" + name + "': use v1 (registered / unregistered) or v2 "
+  throw UsageError("unknown --compat '" + name +
+                   "': use v1 (registered / unregistered) or v2 "
                    "(unpinned / pinned)");
 }
 

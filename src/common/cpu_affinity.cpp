@@ -32,7 +32,8 @@ std::string trim(const std::string& s) {
 int parse_cpu(const std::string& text, const std::string& what, const std::string& whole) {
   if (text.empty() || text.size() > 5 ||
       text.find_first_not_of("0123456789") != std::string::npos) {
-    throw UsageError(what + " '" + whole + "': '" + text + "' is not a CPU number; give e.g. "
+    throw UsageError(what + " '" + whole + "': '" + text +
+                     "' is not a CPU number; give e.g. "
                      "0-7,16-23");
   }
   const int v = std::stoi(text);
@@ -62,7 +63,8 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& what
       lo = parse_cpu(item.substr(0, dash), what, whole);
       hi = parse_cpu(item.substr(dash + 1), what, whole);
       if (hi < lo) {
-        throw UsageError(what + " '" + whole + "': range " + item + " runs backwards; write it "
+        throw UsageError(what + " '" + whole + "': range " + item +
+                         " runs backwards; write it "
                          "low-high");
       }
     }
@@ -116,7 +118,8 @@ std::vector<int> numa_node_cpus(int node, const std::string& sysfs) {
 int pci_numa_node(const std::string& pci_bus_id, const std::string& sysfs) {
   // CUDA spells it "00000000:3B:00.0"; sysfs "0000:3b:00.0".
   std::string id;
-  for (char c : trim(pci_bus_id)) id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char c : trim(pci_bus_id))
+    id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const std::size_t colon = id.find(':');
   if (id.empty() || colon == std::string::npos || id.find('/') != std::string::npos) return -1;
   if (id.find(':', colon + 1) != std::string::npos && colon > 4) id.erase(0, colon - 4);
@@ -133,7 +136,8 @@ void validate_cpu_affinity(const std::vector<int>& cpus, int threads,
   const std::string list = format_cpu_list(cpus);
   if (static_cast<int>(cpus.size()) < threads) {
     throw UsageError("--cpu-affinity " + list + " names " + std::to_string(cpus.size()) +
-                     " CPUs for " + std::to_string(threads) + " Adam threads; give at least "
+                     " CPUs for " + std::to_string(threads) +
+                     " Adam threads; give at least "
                      "--threads CPUs or lower --threads");
   }
   const std::set<int> ok(allowed.begin(), allowed.end());
@@ -173,7 +177,8 @@ ThreadPlacement choose_placement(const std::vector<int>& cpu_affinity, int threa
     return p;
   }
   p.policy = "numa-node " + std::to_string(node);
-  for (int i = 0; i < threads; ++i) p.cpus.push_back(usable[static_cast<std::size_t>(i) % usable.size()]);
+  for (int i = 0; i < threads; ++i)
+    p.cpus.push_back(usable[static_cast<std::size_t>(i) % usable.size()]);
   if (notice != nullptr && static_cast<std::size_t>(threads) > usable.size()) {
     *notice = std::to_string(threads) + " Adam threads on the " + std::to_string(usable.size()) +
               " allowed CPUs of NUMA node " + std::to_string(node) +
@@ -191,7 +196,8 @@ int device_numa_node(const DeviceInfo& info, const std::string& sysfs) {
 std::vector<int> cpu_slice(const std::vector<int>& cpus, int parts, int index,
                            std::string* notice) {
   if (parts < 1 || index < 0 || index >= parts) {
-    throw std::invalid_argument(fmt::format("cpu_slice: part {} of {} does not exist", index, parts));
+    throw std::invalid_argument(
+        fmt::format("cpu_slice: part {} of {} does not exist", index, parts));
   }
   if (cpus.empty()) return {};
   const std::size_t n = cpus.size();
@@ -199,9 +205,10 @@ std::vector<int> cpu_slice(const std::vector<int>& cpus, int parts, int index,
   const auto i = static_cast<std::size_t>(index);
   if (p > n) {
     if (notice != nullptr) {
-      *notice = fmt::format("{} ranks share the {} CPUs {}: each rank gets one CPU, shared "
-                            "round-robin, so some CPUs run two ranks' Adam threads", parts, n,
-                            format_cpu_list(cpus));
+      *notice = fmt::format(
+          "{} ranks share the {} CPUs {}: each rank gets one CPU, shared "
+          "round-robin, so some CPUs run two ranks' Adam threads",
+          parts, n, format_cpu_list(cpus));
     }
     return {cpus[i % n]};
   }
@@ -216,10 +223,10 @@ void validate_rank_cpu_affinity(const std::vector<int>& cpus, int ranks,
                                 const std::vector<int>& allowed) {
   if (cpus.empty()) return;
   if (cpus.size() < static_cast<std::size_t>(std::max(ranks, 1))) {
-    throw UsageError(fmt::format("--cpu-affinity {} names {} CPU{} for --gpus {}: each rank takes "
-                                 "its own part of the list; give at least {} CPUs or lower --gpus",
-                                 format_cpu_list(cpus), cpus.size(), cpus.size() == 1 ? "" : "s",
-                                 ranks, ranks));
+    throw UsageError(
+        fmt::format("--cpu-affinity {} names {} CPU{} for --gpus {}: each rank takes "
+                    "its own part of the list; give at least {} CPUs or lower --gpus",
+                    format_cpu_list(cpus), cpus.size(), cpus.size() == 1 ? "" : "s", ranks, ranks));
   }
   validate_cpu_affinity(cpus, 0, allowed);
 }
@@ -269,9 +276,11 @@ std::vector<int> node_group_slice(int rank, const std::vector<int>& node_of_rank
   } else {
     const int node = node_of_rank[static_cast<std::size_t>(rank)];
     if (node >= 0) {
-      notes.push_back(fmt::format("the device is on NUMA node {} but none of its CPUs is "
-                                  "allowed to this process; the rank's Adam threads use "
-                                  "allowed CPUs of no rank's node", node));
+      notes.push_back(
+          fmt::format("the device is on NUMA node {} but none of its CPUs is "
+                      "allowed to this process; the rank's Adam threads use "
+                      "allowed CPUs of no rank's node",
+                      node));
     }
     std::set<int> taken;
     for (const auto& [n, cpus] : usable) taken.insert(cpus.begin(), cpus.end());
@@ -297,8 +306,8 @@ ThreadPlacement choose_rank_placement(const std::vector<int>& cpu_affinity, int 
                                       const std::string& sysfs) {
   const int ranks = static_cast<int>(node_of_rank.size());
   if (rank < 0 || rank >= ranks || threads < 0) {
-    throw std::invalid_argument(fmt::format("choose_rank_placement: rank {} of {}, {} threads",
-                                            rank, ranks, threads));
+    throw std::invalid_argument(
+        fmt::format("choose_rank_placement: rank {} of {}, {} threads", rank, ranks, threads));
   }
   std::vector<std::string> notes;
   ThreadPlacement p;
@@ -317,9 +326,10 @@ ThreadPlacement choose_rank_placement(const std::vector<int>& cpu_affinity, int 
   const std::size_t count = threads > 0 ? static_cast<std::size_t>(threads) : slice.size();
   for (std::size_t t = 0; t < count; ++t) p.cpus.push_back(slice[t % slice.size()]);
   if (count > slice.size()) {
-    notes.push_back(fmt::format("{} Adam threads on the {} CPUs of this rank's slice ({}): some "
-                                "CPUs run two; lower --threads", count, slice.size(),
-                                format_cpu_list(slice)));
+    notes.push_back(
+        fmt::format("{} Adam threads on the {} CPUs of this rank's slice ({}): some "
+                    "CPUs run two; lower --threads",
+                    count, slice.size(), format_cpu_list(slice)));
   }
   if (notice != nullptr) {
     notice->clear();

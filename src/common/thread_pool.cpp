@@ -89,7 +89,8 @@ ThreadPool::ThreadPool(int threads, const std::vector<int>& cpus)
                                 "ThreadPool: CPU " + std::to_string(cpu) + " out of range");
       }
       CPU_SET(cpu, &set);
-      const int rc = pthread_setaffinity_np(impl_->workers.back().native_handle(), sizeof set, &set);
+      const int rc =
+          pthread_setaffinity_np(impl_->workers.back().native_handle(), sizeof set, &set);
       if (rc != 0) {
         throw std::system_error(rc, std::generic_category(),
                                 "pthread_setaffinity_np(worker " + std::to_string(i) + ", CPU " +

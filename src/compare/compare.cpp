@@ -37,7 +37,8 @@ std::string label_of(const nlohmann::json& doc, const std::string& path) {
   if (doc.contains("environment") && doc["environment"].is_object() &&
       doc["environment"].contains("device") && doc["environment"]["device"].is_object()) {
     const auto& d = doc["environment"]["device"];
-    if (d.contains("backend") && d["backend"].is_string()) backend = d["backend"].get<std::string>();
+    if (d.contains("backend") && d["backend"].is_string())
+      backend = d["backend"].get<std::string>();
   }
   const auto slash = path.find_last_of('/');
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -54,8 +55,8 @@ nlohmann::json parse_result_document(std::string_view text, const std::string& o
   std::string_view body = text;
   // Captured stdout: take the last DRIVERRESULT= line.
   const std::string_view marker = "DRIVERRESULT=";
-  if (const auto pos = text.rfind(marker); pos != std::string_view::npos &&
-                                           (pos == 0 || text[pos - 1] == '\n')) {
+  if (const auto pos = text.rfind(marker);
+      pos != std::string_view::npos && (pos == 0 || text[pos - 1] == '\n')) {
     body = text.substr(pos + marker.size());
     if (const auto nl = body.find('\n'); nl != std::string_view::npos) body = body.substr(0, nl);
   }
@@ -78,20 +79,25 @@ nlohmann::json parse_result_document(std::string_view text, const std::string& o
       };
   nlohmann::json doc = nlohmann::json::parse(body, find_duplicates, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
-    throw UsageError("compare: '" + origin + "' is not JSON (nor output with a DRIVERRESULT= line)");
+    throw UsageError("compare: '" + origin +
+                     "' is not JSON (nor output with a DRIVERRESULT= line)");
   }
   if (!duplicate.empty()) {
     std::string key = duplicate.substr(0, 64);
     for (char& c : key) {
       if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
     }
-    throw UsageError(fmt::format("compare: '{}' has the key \"{}\" twice in one object; give the "
-                                 "file as the benchmark wrote it", origin, key));
+    throw UsageError(
+        fmt::format("compare: '{}' has the key \"{}\" twice in one object; give the "
+                    "file as the benchmark wrote it",
+                    origin, key));
   }
   if (!doc.is_object() || !doc.contains("schema_version")) {
-    throw UsageError("compare: '" + origin + "' is not a zero3-offload-bench result (no schema_version)");
+    throw UsageError("compare: '" + origin +
+                     "' is not a zero3-offload-bench result (no schema_version)");
   }
-  if (!doc["schema_version"].is_number_integer() || doc["schema_version"].get<long long>() != kSchemaVersion) {
+  if (!doc["schema_version"].is_number_integer() ||
+      doc["schema_version"].get<long long>() != kSchemaVersion) {
     throw UsageError(fmt::format("compare: '{}' has schema_version {}; this build reads {}", origin,
                                  doc["schema_version"].dump(), kSchemaVersion));
   }
@@ -106,7 +112,8 @@ nlohmann::json parse_result_document(std::string_view text, const std::string& o
     any_arm = any_arm || (doc.contains(arm) && doc[arm].is_object());
   }
   if (!any_arm) {
-    throw UsageError("compare: '" + origin + "' has no arm results (registered, unregistered, "
+    throw UsageError("compare: '" + origin +
+                     "' has no arm results (registered, unregistered, "
                      "pageable or hostalloc); give a file the benchmark wrote");
   }
   return doc;
@@ -118,7 +125,8 @@ nlohmann::json read_result_file(const std::string& path, const std::string& comm
   } catch (const UsageError& e) {
     std::string why = e.what();
     const std::string own = "compare: ";
-    if (command != "compare" && why.rfind(own, 0) == 0) why = command + ": " + why.substr(own.size());
+    if (command != "compare" && why.rfind(own, 0) == 0)
+      why = command + ": " + why.substr(own.size());
     throw UsageError(why);
   }
 }
@@ -140,7 +148,8 @@ void check_same_workload(const std::vector<nlohmann::json>& docs,
       if (a != b) {
         throw UsageError(fmt::format(
             "compare: the workloads differ: {} is {} in '{}' but {} in '{}'; rerun with the same "
-            "flags, or pass --force", k, a, files.front(), b, files[f]));
+            "flags, or pass --force",
+            k, a, files.front(), b, files[f]));
       }
     }
   }
@@ -194,15 +203,18 @@ nlohmann::json arm_row(const char* arm, const std::vector<nlohmann::json>& docs,
   double first = -1;
   nlohmann::json per_file = nlohmann::json::array();
   for (const auto& d : docs) {
-    const double avg = d.contains(arm) && d[arm].is_object() ? number_or(d[arm], "step_avg_s", -1) : -1;
+    const double avg =
+        d.contains(arm) && d[arm].is_object() ? number_or(d[arm], "step_avg_s", -1) : -1;
     if (first < 0) first = avg;
     const double ratio = (first > 0 && avg > 0) ? avg / first : -1;
     const std::string c = fmt::format("{:>12} s/step {:>7}", cell(avg, "{:.4f}"),
                                       ratio > 0 ? fmt::format("x{:.3f}", ratio) : "-");
     text << fmt::format(" | {:>{}}", c, widths[per_file.size()]);
-    nlohmann::json entry{{"step_avg_s", avg > 0 ? nlohmann::json(avg) : nlohmann::json(nullptr)},
-                         {"ratio_to_first", ratio > 0 ? nlohmann::json(ratio) : nlohmann::json(nullptr)}};
-    if (d.contains(arm) && d[arm].is_object() && d[arm].contains("phases")) entry["phases"] = d[arm]["phases"];
+    nlohmann::json entry{
+        {"step_avg_s", avg > 0 ? nlohmann::json(avg) : nlohmann::json(nullptr)},
+        {"ratio_to_first", ratio > 0 ? nlohmann::json(ratio) : nlohmann::json(nullptr)}};
+    if (d.contains(arm) && d[arm].is_object() && d[arm].contains("phases"))
+      entry["phases"] = d[arm]["phases"];
     per_file.push_back(std::move(entry));
   }
   text << '\n';
@@ -227,7 +239,8 @@ Comparison compare_results(const CompareOptions& options) {
   std::vector<std::size_t> widths;
   for (const auto& l : labels) widths.push_back(column_width(l));
   text << fmt::format("{:<14}", "arm");
-  for (std::size_t f = 0; f < labels.size(); ++f) text << fmt::format(" | {:>{}}", labels[f], widths[f]);
+  for (std::size_t f = 0; f < labels.size(); ++f)
+    text << fmt::format(" | {:>{}}", labels[f], widths[f]);
   text << '\n';
   nlohmann::json arms = nlohmann::json::object();
   std::vector<const char*> present_arms;
@@ -250,7 +263,8 @@ Comparison compare_results(const CompareOptions& options) {
   text << '\n';
   text << "\nphase deltas (median ms per step; in brackets the change from the first file)\n";
   text << fmt::format("{:<14}{:<14}", "arm", "phase");
-  for (std::size_t f = 0; f < labels.size(); ++f) text << fmt::format(" | {:>{}}", labels[f], widths[f]);
+  for (std::size_t f = 0; f < labels.size(); ++f)
+    text << fmt::format(" | {:>{}}", labels[f], widths[f]);
   text << '\n';
   for (const char* arm : present_arms) phase_deltas(arm, docs, widths, text);
   out.doc["speedup"] = speedups;

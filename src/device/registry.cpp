@@ -4,10 +4,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <fmt/format.h>
-#include <string>
 #include <sys/stat.h>
+#include <cstdlib>
+#include <string>
 
 #include "backends/cpu/cpu_device.hpp"
 #include "zob/backend_plugin.hpp"
@@ -37,7 +37,8 @@ std::unique_ptr<Device> load_plugin(const std::string& backend, const char* file
                                     const std::string& missing_reason, int index) {
   const std::string path = plugin_dir() + "/" + file;
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw DeviceError(DeviceErrorKind::unavailable, missing_reason);
+  if (::stat(path.c_str(), &st) != 0)
+    throw DeviceError(DeviceErrorKind::unavailable, missing_reason);
   // Never dlclose'd: the Device's code and vtable live in the plugin, and the process is a
   // short-lived child that runs one arm.
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -48,8 +49,8 @@ std::unique_ptr<Device> load_plugin(const std::string& backend, const char* file
                                   err ? err : "unknown dlopen error"));
   }
   ::dlerror();
-  auto create = reinterpret_cast<zob_backend_create_device_fn>(
-      ::dlsym(handle, "zob_backend_create_device"));
+  auto create =
+      reinterpret_cast<zob_backend_create_device_fn>(::dlsym(handle, "zob_backend_create_device"));
   if (create == nullptr) {
     const char* err = ::dlerror();
     throw DeviceError(DeviceErrorKind::unavailable,
@@ -58,9 +59,9 @@ std::unique_ptr<Device> load_plugin(const std::string& backend, const char* file
   }
   std::unique_ptr<Device> device(create(index));
   if (!device) {
-    throw DeviceError(DeviceErrorKind::unavailable,
-                      fmt::format("{}: zob_backend_create_device({}) returned no device", path,
-                                  index));
+    throw DeviceError(
+        DeviceErrorKind::unavailable,
+        fmt::format("{}: zob_backend_create_device({}) returned no device", path, index));
   }
   return device;
 }
@@ -75,9 +76,9 @@ std::unique_ptr<Device> create_device(const DeviceRequest& request) {
   }
   if (b->plugin != nullptr) return load_plugin(b->name, b->plugin, b->not_built, request.index);
   if (request.index != 0) {
-    throw DeviceError(DeviceErrorKind::unavailable,
-                      fmt::format("the cpu backend has one device, index 0 (asked for {})",
-                                  request.index));
+    throw DeviceError(
+        DeviceErrorKind::unavailable,
+        fmt::format("the cpu backend has one device, index 0 (asked for {})", request.index));
   }
   return std::make_unique<CpuDevice>(available_cpus());
 }

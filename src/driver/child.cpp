@@ -4,14 +4,14 @@
 
 #include <time.h>
 
+#include <fmt/format.h>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-#include <cstring>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "driver/driver.hpp"
 #include "driver/process.hpp"

@@ -1,7 +1,7 @@
 #include "driver/dry_run.hpp"
 
-#include <cstdio>
 #include <fmt/format.h>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -15,7 +15,9 @@
 namespace zob {
 namespace {
 
-std::string gb(std::uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
+std::string gb(std::uint64_t bytes) {
+  return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9);
+}
 
 // "embedding: 1 tensor, layer0..layer11: 4 tensors each, head: 1 tensor": runs of modules
 // with the same tensor count folded into one entry.
@@ -25,12 +27,12 @@ std::string module_summary(const ModelLayout& layout) {
     std::size_t j = i;
     const std::size_t n = layout.modules[i].tensors.size();
     while (j + 1 < layout.modules.size() && layout.modules[j + 1].tensors.size() == n &&
-           layout.modules[j + 1].name.rfind("layer", 0) == 0 && layout.modules[i].name.rfind("layer", 0) == 0) {
+           layout.modules[j + 1].name.rfind("layer", 0) == 0 &&
+           layout.modules[i].name.rfind("layer", 0) == 0) {
       ++j;
     }
     if (!out.empty()) out += ", ";
-    out += j == i ? layout.modules[i].name
-                  : layout.modules[i].name + ".." + layout.modules[j].name;
+    out += j == i ? layout.modules[i].name : layout.modules[i].name + ".." + layout.modules[j].name;
     out += fmt::format(": {} tensor{}{}", n, n == 1 ? "" : "s", j == i ? "" : " each");
     if (!layout.modules[i].shared.empty()) out += " + the tied embedding table";
     i = j + 1;
@@ -56,9 +58,10 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
   const std::string reason = verdict.rfind("pre-flight: ", 0) == 0 ? verdict.substr(12) : verdict;
   // With --skip-preflight nothing would be refused: the run goes ahead, so say so and show what
   // the check would have said.
-  const std::string shown = ok                       ? verdict
+  const std::string shown = ok                      ? verdict
                             : config.skip_preflight ? "skipped by --skip-preflight (the check "
-                                                      "would refuse: " + reason + ")"
+                                                      "would refuse: " +
+                                                          reason + ")"
                                                     : "refused: " + reason;
   const std::string model = model_name(config.model);
   std::string out = "dry run: nothing allocated, no arm started\n";
@@ -86,23 +89,31 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
   if (!config.json_path.empty()) {
     nlohmann::ordered_json j = {
         {"dry_run", true},
-        {"workload", {{"model", model}, {"params", layout.total},
-                      {"architecture", model_architecture_json(config.model)},
-                      {"vocab", config.model.vocab},
-                      {"hidden", config.model.hidden}, {"layers", config.model.layers},
-                      {"batch", config.batch}, {"seq", config.seq},
-                      {"tokens_per_step", config.tokens()}, {"loop", to_string(config.loop)},
-                      {"schedule", to_string(config.schedule)}, {"modules", layout.modules.size()}}},
-        {"plan", {{"host_pinned_bytes", plan.host_pinned_bytes},
-                  {"host_pageable_bytes", plan.host_pageable_bytes},
-                  {"device_bytes", plan.device_bytes},
-                  {"arms", arms}}},
-        {"preflight", {{"ok", ok},
-                       {"skipped", config.skip_preflight},
-                       {"message", ok ? nlohmann::ordered_json(nullptr)
-                                      : nlohmann::ordered_json(verdict)}}}};
+        {"workload",
+         {{"model", model},
+          {"params", layout.total},
+          {"architecture", model_architecture_json(config.model)},
+          {"vocab", config.model.vocab},
+          {"hidden", config.model.hidden},
+          {"layers", config.model.layers},
+          {"batch", config.batch},
+          {"seq", config.seq},
+          {"tokens_per_step", config.tokens()},
+          {"loop", to_string(config.loop)},
+          {"schedule", to_string(config.schedule)},
+          {"modules", layout.modules.size()}}},
+        {"plan",
+         {{"host_pinned_bytes", plan.host_pinned_bytes},
+          {"host_pageable_bytes", plan.host_pageable_bytes},
+          {"device_bytes", plan.device_bytes},
+          {"arms", arms}}},
+        {"preflight",
+         {{"ok", ok},
+          {"skipped", config.skip_preflight},
+          {"message", ok ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(verdict)}}}};
     write_file_atomically(config.json_path, j.dump(2) + "\n");
-    std::fprintf(stderr, "zero3-offload-bench: wrote the dry run's plan to %s\n", config.json_path.c_str());
+    std::fprintf(stderr, "zero3-offload-bench: wrote the dry run's plan to %s\n",
+                 config.json_path.c_str());
   }
   // --skip-preflight: the run itself would go ahead, so the dry run shows the verdict and
   // succeeds (a plan can be asked for any model on any host).

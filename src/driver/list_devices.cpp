@@ -1,7 +1,7 @@
 // --list-devices: one probe child per backend (the parent still loads no device runtime), and
 // one line each saying what is there or why not.
-#include <cstdio>
 #include <fmt/format.h>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "driver/driver.hpp"
@@ -34,7 +34,8 @@ std::string probe_line(const RunConfig& config, DeviceKind kind) {
   }
   if (o.stopped_by != 0) return "not probed: interrupted by " + describe_signal(o.stopped_by);
   if (o.timed_out) return "unavailable: the probe timed out";
-  if (o.term_signal != 0) return "unavailable: the probe was killed by " + describe_signal(o.term_signal);
+  if (o.term_signal != 0)
+    return "unavailable: the probe was killed by " + describe_signal(o.term_signal);
   try {
     const auto answer = nlohmann::json::parse(o.output);
     if (!answer.at("ok").get<bool>()) {
@@ -44,8 +45,8 @@ std::string probe_line(const RunConfig& config, DeviceKind kind) {
       return "unavailable: " + one_line(why);
     }
     const DeviceInfo d = answer.at("device_info").get<DeviceInfo>();
-    std::string line = fmt::format("available: {} (index {})", one_line(d.name),
-                                   config.device_index);
+    std::string line =
+        fmt::format("available: {} (index {})", one_line(d.name), config.device_index);
     if (!d.runtime_version.empty()) line += ", runtime " + one_line(d.runtime_version);
     if (!d.driver_version.empty()) line += ", driver " + one_line(d.driver_version);
     if (d.total_memory_bytes > 0) line += ", " + gb(d.total_memory_bytes);

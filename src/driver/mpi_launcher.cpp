@@ -9,15 +9,15 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <fmt/format.h>
 #include <memory>
-#include <stdexcept>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "collectives/mpi_collectives.hpp"
 #include "driver/driver.hpp"
@@ -60,9 +60,9 @@ Status status_of(const std::exception& e, const std::string& prefix) {
   }
   if (const auto* d = dynamic_cast<const DeviceError*>(&e)) {
     if (d->kind() == DeviceErrorKind::unavailable) {
-      return {exit_code::backend_unavailable,
-              prefix + "backend unavailable: " + d->what() + "; run with --device cpu, or on "
-                       "machines with that accelerator"};
+      return {exit_code::backend_unavailable, prefix + "backend unavailable: " + d->what() +
+                                                  "; run with --device cpu, or on "
+                                                  "machines with that accelerator"};
     }
     return {exit_code::arm_failed, prefix + d->what()};
   }
@@ -103,8 +103,10 @@ Place place_in_world() {
 std::vector<RankOutcome> gather_outcomes(const std::string& mine, int device_index,
                                          const Place& p) {
   if (mine.size() > static_cast<std::size_t>(INT_MAX)) {
-    throw UsageError(fmt::format("rank {}: its result is {} bytes, more than one MPI message "
-                                 "holds; use fewer --steps", p.rank, mine.size()));
+    throw UsageError(
+        fmt::format("rank {}: its result is {} bytes, more than one MPI message "
+                    "holds; use fewer --steps",
+                    p.rank, mine.size()));
   }
   const long long meta[3] = {static_cast<long long>(mine.size()), device_index,
                              static_cast<long long>(::getpid())};
@@ -132,7 +134,8 @@ std::vector<RankOutcome> gather_outcomes(const std::string& mine, int device_ind
     o.rank = r;
     o.device_index = static_cast<int>(metas[3 * ru + 1]);
     o.pid = static_cast<pid_t>(metas[3 * ru + 2]);
-    o.output = all.substr(static_cast<std::size_t>(displs[ru]), static_cast<std::size_t>(counts[ru]));
+    o.output =
+        all.substr(static_cast<std::size_t>(displs[ru]), static_cast<std::size_t>(counts[ru]));
     o.exited = true;  // it reached the gather: it is alive and its result says how it went
     out.push_back(std::move(o));
   }
@@ -143,10 +146,11 @@ std::vector<RankOutcome> gather_outcomes(const std::string& mine, int device_ind
 Status check_world(RunConfig& c, const MpiRequest& cmd, const Place& p) {
   try {
     if (cmd.gpus_given && c.gpus != 0 && c.gpus != p.size) {
-      throw UsageError(fmt::format("--gpus {} disagrees with the {} ranks mpirun started; leave "
-                                   "--gpus out with --launcher mpi (the world size is the "
-                                   "number of ranks), or run mpirun -np {}", c.gpus, p.size,
-                                   c.gpus));
+      throw UsageError(
+          fmt::format("--gpus {} disagrees with the {} ranks mpirun started; leave "
+                      "--gpus out with --launcher mpi (the world size is the "
+                      "number of ranks), or run mpirun -np {}",
+                      c.gpus, p.size, c.gpus));
     }
     c.gpus = p.size;
     if (!cmd.threads_given) {
@@ -162,8 +166,8 @@ Status check_world(RunConfig& c, const MpiRequest& cmd, const Place& p) {
 
 // 2. This rank's device (its local rank picks it; the CPU device is shared) and the
 // pre-flight, which every rank checks against its own host and device.
-Status open_device(RunConfig& c, const Place& p, int device_index,
-                   std::unique_ptr<Device>& device, HostEnvironment& host) {
+Status open_device(RunConfig& c, const Place& p, int device_index, std::unique_ptr<Device>& device,
+                   HostEnvironment& host) {
   try {
     if (c.device == DeviceKind::automatic) {
       std::string notice;
@@ -191,8 +195,10 @@ bool same_backend_everywhere(DeviceKind mine, const Place& p) {
   MPI_Allreduce(&kind, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (lowest == highest) return true;
   if (p.rank == 0) {
-    stderr_line("error: ", "--device auto found different backends on the ranks' hosts; "
-                           "give --device " + backend_names("or"));
+    stderr_line("error: ",
+                "--device auto found different backends on the ranks' hosts; "
+                "give --device " +
+                    backend_names("or"));
   }
   return false;
 }
@@ -205,8 +211,8 @@ ArmResult run_arm_in_world(const RunConfig& c, Arm arm, Device& device, MpiColle
   try {
     if (p.rank == 0) {
       std::fprintf(stderr, "zero3-offload-bench: device %s (%s); %d MPI ranks on %d host%s\n",
-                   device.info().backend.c_str(), one_line(device.info().name).c_str(),
-                   p.size, p.hosts, p.hosts == 1 ? "" : "s");
+                   device.info().backend.c_str(), one_line(device.info().name).c_str(), p.size,
+                   p.hosts, p.hosts == 1 ? "" : "s");
       std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", to_string(arm));
       std::fflush(stderr);
     }
@@ -287,8 +293,9 @@ int run_mpi_launcher(const MpiRequest& cmd) {
   }
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-    stderr_line("error: ", "MPI_Init_thread failed; start the ranks with mpirun (see README "
-                           "\"Across nodes (MPI)\")");
+    stderr_line("error: ",
+                "MPI_Init_thread failed; start the ranks with mpirun (see README "
+                "\"Across nodes (MPI)\")");
     return exit_code::backend_unavailable;
   }
   int code = exit_code::arm_failed;

@@ -2,13 +2,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <cstdlib>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <variant>
 
@@ -71,8 +71,7 @@ ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pi
 }
 
 // Turns what a child left behind into an ArmResult; every way of failing gets one line.
-ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
-                      const ChildOutcome& o) {
+ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, const ChildOutcome& o) {
   const int pid = static_cast<int>(o.pid);
   auto fail = [&](std::string why) { return failed_arm(c, arm, info, pid, std::move(why)); };
   if (o.timed_out) return fail("timed out after " + seconds_text(c.timeout_s));
@@ -80,12 +79,12 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
     return fail("interrupted by " + describe_signal(o.stopped_by));
   }
   if (o.term_signal != 0) {
-    return fail(fmt::format("child process {} killed by signal {}", pid,
-                            describe_signal(o.term_signal)));
+    return fail(
+        fmt::format("child process {} killed by signal {}", pid, describe_signal(o.term_signal)));
   }
   if (o.output.empty()) {
-    return fail(fmt::format("child process {} exited with code {} without a result", pid,
-                            o.exit_code));
+    return fail(
+        fmt::format("child process {} exited with code {} without a result", pid, o.exit_code));
   }
   ArmResult r;
   try {
@@ -95,8 +94,8 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
                             o.exit_code, e.what()));
   }
   if (r.arm != arm) {
-    return fail(fmt::format("child process {} sent the result of arm {} instead", pid,
-                            to_string(r.arm)));
+    return fail(
+        fmt::format("child process {} sent the result of arm {} instead", pid, to_string(r.arm)));
   }
   r.pid = pid;
   if (r.ok && o.exit_code != 0) {
@@ -106,9 +105,9 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info,
   }
   if (!r.ok) {
     // Keep the child's own reason; fill the workload fields it may not have reached.
-    ArmResult f = fail(r.error.empty() ? fmt::format("child process {} exited with code {}",
-                                                     pid, o.exit_code)
-                                       : r.error);
+    ArmResult f =
+        fail(r.error.empty() ? fmt::format("child process {} exited with code {}", pid, o.exit_code)
+                             : r.error);
     f.gpus = r.gpus;  // --gpus: which rank failed how
     f.ranks = std::move(r.ranks);
     return f;
@@ -164,7 +163,8 @@ namespace {
 std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
   const ChildOutcome probe = run_child(child_args(kProbeFlag, "", config), config.timeout_s);
   if (probe.stopped_by != 0) {
-    error_line("interrupted by " + describe_signal(probe.stopped_by) + " while probing the "
+    error_line("interrupted by " + describe_signal(probe.stopped_by) +
+               " while probing the "
                "device; nothing ran");
     return exit_code_for_signal(probe.stopped_by);
   }
@@ -187,8 +187,10 @@ std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
   if (problem.empty()) return answer;
   const std::string prefix = requested + ": ";  // plugins may already name themselves
   if (problem.rfind(prefix, 0) == 0) problem.erase(0, prefix.size());
-  error_line(fmt::format("backend {} unavailable: {}; run with --device cpu, or on a machine "
-                         "with that accelerator", requested, problem));
+  error_line(
+      fmt::format("backend {} unavailable: {}; run with --device cpu, or on a machine "
+                  "with that accelerator",
+                  requested, problem));
   return exit_code::backend_unavailable;
 }
 
@@ -212,10 +214,11 @@ int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const
   const int visible = answer.value("device_count", 1);
   const bool share = test_hooks::ranks_share_device();
   if (info.backend != to_string(DeviceKind::cpu) && resolved.gpus > visible && !share) {
-    error_line(fmt::format("--gpus {} asks for {} {} devices from index {}, but {} {} there; "
-                           "use --gpus {} (or --gpus all)", resolved.gpus, resolved.gpus,
-                           info.backend, config.device_index, visible,
-                           visible == 1 ? "is" : "are", visible));
+    error_line(
+        fmt::format("--gpus {} asks for {} {} devices from index {}, but {} {} there; "
+                    "use --gpus {} (or --gpus all)",
+                    resolved.gpus, resolved.gpus, info.backend, config.device_index, visible,
+                    visible == 1 ? "is" : "are", visible));
     return exit_code::usage;
   }
   if (answer.contains("collectives_error")) {
@@ -230,8 +233,7 @@ int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const
 // 2. Per configuration of the sweep (one without --chunk-elems / --sub-group-size lists): one
 // child per arm, in --arms order; with --repeats R, R such rounds (A B A B ...), so slow
 // drifts of the machine hit every arm alike.
-void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run,
-               int& stopped_by) {
+void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run, int& stopped_by) {
   const std::vector<RunConfig> points = sweep_configs(resolved);
   for (const RunConfig& point : points) {
     if (points.size() > 1) {
@@ -316,12 +318,12 @@ int run_driver(const RunConfig& config) {
 namespace {
 
 std::vector<RunConfig> sweep_configs(const RunConfig& config) {
-  const std::vector<std::int64_t> chunks =
-      config.chunk_elems_sweep.empty() ? std::vector<std::int64_t>{config.chunk_elems}
-                                       : config.chunk_elems_sweep;
-  const std::vector<std::int64_t> groups =
-      config.sub_group_size_sweep.empty() ? std::vector<std::int64_t>{config.sub_group_size}
-                                          : config.sub_group_size_sweep;
+  const std::vector<std::int64_t> chunks = config.chunk_elems_sweep.empty()
+                                               ? std::vector<std::int64_t>{config.chunk_elems}
+                                               : config.chunk_elems_sweep;
+  const std::vector<std::int64_t> groups = config.sub_group_size_sweep.empty()
+                                               ? std::vector<std::int64_t>{config.sub_group_size}
+                                               : config.sub_group_size_sweep;
   std::vector<RunConfig> out;
   for (std::int64_t chunk : chunks) {
     for (std::int64_t group : groups) {
@@ -345,9 +347,9 @@ std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const 
   for (int k = 0; k < rounds && stopped_by == 0; ++k) {
     std::vector<ArmResult> results;
     for (Arm arm : resolved.arms) {
-      const std::string label =
-          rounds > 1 ? fmt::format("{} (round {}/{})", to_string(arm), k + 1, rounds)
-                     : std::string(to_string(arm));
+      const std::string label = rounds > 1
+                                    ? fmt::format("{} (round {}/{})", to_string(arm), k + 1, rounds)
+                                    : std::string(to_string(arm));
       if (stopped_by != 0) {
         results.push_back(failed_arm(resolved, arm, info, 0,
                                      "not run: interrupted by " + describe_signal(stopped_by)));

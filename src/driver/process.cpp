@@ -54,8 +54,8 @@ double seconds_until(Clock::time_point t) {
   return std::chrono::duration<double>(t - Clock::now()).count();
 }
 
-[[noreturn]] void child_after_fork(const std::vector<char*>& argv, int result_write,
-                                   pid_t parent, const sigset_t& old_mask) {
+[[noreturn]] void child_after_fork(const std::vector<char*>& argv, int result_write, pid_t parent,
+                                   const sigset_t& old_mask) {
   // Only async-signal-safe calls from here to execv.
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -77,7 +77,6 @@ double seconds_until(Clock::time_point t) {
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
   ::_exit(127);
 }
-
 
 }  // namespace
 
@@ -159,8 +158,9 @@ void watch_child(pid_t pid, int result_fd, double timeout_s, ChildOutcome& out) 
   while (true) {
     // WNOWAIT: the zombie keeps the process group id reserved while we clean the group.
     siginfo_t info{};
-    const bool dead = ::waitid(P_PID, static_cast<id_t>(pid), &info,
-                               WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+    const bool dead =
+        ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid;
     if (!eof) eof = !read_available(result_fd, out.output);
     if (dead) return;  // whatever is left in the pipe was read just above
 
@@ -184,7 +184,8 @@ void watch_child(pid_t pid, int result_fd, double timeout_s, ChildOutcome& out) 
     // safety net against a lost wake-up.
     double wait_s = 0.25;
     if (timeout_s > 0 && !killed) wait_s = std::min(wait_s, std::max(0.0, seconds_until(deadline)));
-    if (forwarded && !killed) wait_s = std::min(wait_s, std::max(0.0, seconds_until(grace_deadline)));
+    if (forwarded && !killed)
+      wait_s = std::min(wait_s, std::max(0.0, seconds_until(grace_deadline)));
     pollfd fds[2] = {{g_wake_read, POLLIN, 0}, {result_fd, POLLIN, 0}};
     const int nfds = eof ? 1 : 2;
     const int r = ::poll(fds, static_cast<nfds_t>(nfds), static_cast<int>(wait_s * 1000) + 1);

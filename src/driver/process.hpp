@@ -21,12 +21,12 @@ int stop_signal();
 
 struct ChildOutcome {
   pid_t pid = 0;
-  std::string output;     // everything the child wrote to its result fd
-  bool exited = false;    // WIFEXITED
+  std::string output;   // everything the child wrote to its result fd
+  bool exited = false;  // WIFEXITED
   int exit_code = 0;
-  int term_signal = 0;    // set when killed by a signal
-  bool timed_out = false; // we killed it at the deadline
-  int stopped_by = 0;     // SIGINT / SIGTERM that ended the wait (forwarded to the child)
+  int term_signal = 0;     // set when killed by a signal
+  bool timed_out = false;  // we killed it at the deadline
+  int stopped_by = 0;      // SIGINT / SIGTERM that ended the wait (forwarded to the child)
 };
 
 // Runs `<this executable> args...` with its stdout sent to stderr (stdout is the report's)

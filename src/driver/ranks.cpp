@@ -7,13 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -112,7 +112,8 @@ namespace {
 std::map<std::string, PhaseSample> mean_phases(const ArmResult& a) {
   std::map<std::string, PhaseSample> out;
   int n = 0;
-  for (std::size_t s = static_cast<std::size_t>(std::max(a.warmup, 0)); s < a.samples.size(); ++s, ++n) {
+  for (std::size_t s = static_cast<std::size_t>(std::max(a.warmup, 0)); s < a.samples.size();
+       ++s, ++n) {
     for (const auto& [name, p] : a.samples[s].phases) {
       PhaseSample& acc = out[name];
       if (n == 0) acc.device_s = 0;
@@ -209,11 +210,13 @@ ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>&
   double total = 0, best = 0;
   for (std::size_t s = 0; s < m.samples.size(); ++s) {
     for (const ArmResult& a : results) {
-      if (s < a.samples.size()) m.samples[s].wall_s = std::max(m.samples[s].wall_s, a.samples[s].wall_s);
+      if (s < a.samples.size())
+        m.samples[s].wall_s = std::max(m.samples[s].wall_s, a.samples[s].wall_s);
     }
     if (static_cast<int>(s) >= m.warmup) {
       total += m.samples[s].wall_s;
-      best = static_cast<int>(s) == m.warmup ? m.samples[s].wall_s : std::min(best, m.samples[s].wall_s);
+      best = static_cast<int>(s) == m.warmup ? m.samples[s].wall_s
+                                             : std::min(best, m.samples[s].wall_s);
     }
   }
   if (m.steps > 0) {
@@ -247,7 +250,8 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
   } else {
     // The rank at fault: the one the abort flag names, else the first one that failed.
     std::size_t at = static_cast<std::size_t>(first_failed);
-    if (culprit >= 0 && static_cast<std::size_t>(culprit) < ranks.size()) at = static_cast<std::size_t>(culprit);
+    if (culprit >= 0 && static_cast<std::size_t>(culprit) < ranks.size())
+      at = static_cast<std::size_t>(culprit);
     // A culprit the launcher had to kill (it hung) is described by the abort reason: "rank 1
     // did not reach barrier 9 of the collectives within 10 s".
     std::string why = summary[at].error;
@@ -269,8 +273,13 @@ namespace {
 class RankGroup {
  public:
   RankGroup(const RunConfig& config, Arm arm, ShmRegion& region)
-      : config_(config), arm_(arm), region_(region), n_(static_cast<std::size_t>(config.gpus)),
-        outcomes_(n_), read_fds_(n_, -1), reaped_(n_, false) {}
+      : config_(config),
+        arm_(arm),
+        region_(region),
+        n_(static_cast<std::size_t>(config.gpus)),
+        outcomes_(n_),
+        read_fds_(n_, -1),
+        reaped_(n_, false) {}
 
   // Forks every rank; on a failure kills the ones already started and throws.
   void start() {
@@ -297,8 +306,8 @@ class RankGroup {
       if (pid < 0) {
         ::close(fds[0]);
         stop_started(r);
-        throw DeviceError(DeviceErrorKind::runtime, fmt::format("fork of rank {} of {}: {}", r,
-                                                                n_, std::strerror(fork_errno)));
+        throw DeviceError(DeviceErrorKind::runtime, fmt::format("fork of rank {} of {}: {}", r, n_,
+                                                                std::strerror(fork_errno)));
       }
       ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
       read_fds_[r] = fds[0];

@@ -150,8 +150,8 @@ nlohmann::json to_json(const HostEnvironment& e) {
           {"logical_cpus", e.logical_cpus},
           {"available_cpus", e.available_cpus},
           {"transparent_hugepages", e.transparent_hugepages},
-          {"memlock_limit_bytes", e.memlock_unlimited ? nlohmann::json("unlimited")
-                                                      : nlohmann::json(e.memlock_limit)},
+          {"memlock_limit_bytes",
+           e.memlock_unlimited ? nlohmann::json("unlimited") : nlohmann::json(e.memlock_limit)},
           {"cap_ipc_lock", e.can_lock_without_limit},
           {"mem_total_bytes", e.mem_total},
           {"mem_available_bytes", e.mem_available}};

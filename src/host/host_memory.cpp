@@ -89,13 +89,16 @@ HostMemoryMode pinned_mode_for(Arm arm) {
 }
 
 HostMemoryCounters host_memory_counters() {
-  return {g_locked.load(),  g_registered.load(), g_peak_locked.load(), g_peak_registered.load(),
+  return {g_locked.load(), g_registered.load(),  g_peak_locked.load(),   g_peak_registered.load(),
           g_mapped.load(), g_peak_mapped.load(), g_runtime_pinned.load()};
 }
 
 HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name,
                        ThreadPool* first_touch)
-    : bytes_(bytes), mode_(mode), device_(device), name_(std::move(name)),
+    : bytes_(bytes),
+      mode_(mode),
+      device_(device),
+      name_(std::move(name)),
       registration_method_("none") {
   const std::size_t page = page_size();
   if (bytes > SIZE_MAX - page) {
@@ -125,13 +128,14 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
 }
 
 void HostBuffer::map_pages(ThreadPool* first_touch) {
-  void* p = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p =
+      mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     throw DeviceError(DeviceErrorKind::out_of_memory,
                       fmt::format("{}: mmap of {} ({} bytes) failed: {}; free host memory or use "
-                                  "a smaller model", name_, human(mapped_bytes_), mapped_bytes_,
-                                  std::strerror(err)));
+                                  "a smaller model",
+                                  name_, human(mapped_bytes_), mapped_bytes_, std::strerror(err)));
   }
   data_ = p;
   // Transparent huge pages where the kernel offers them (THP "madvise" or "always"): the
@@ -142,10 +146,12 @@ void HostBuffer::map_pages(ThreadPool* first_touch) {
   if (first_touch != nullptr) {
     char* base = static_cast<char*>(p);
     // Whole 2 MiB blocks per thread, so each huge page is faulted by one thread.
-    first_touch->parallel_for(static_cast<std::int64_t>(mapped_bytes_),
-                              [base](std::int64_t lo, std::int64_t hi) {
-                                std::memset(base + lo, 0, static_cast<std::size_t>(hi - lo));
-                              }, std::int64_t{2} << 20);
+    first_touch->parallel_for(
+        static_cast<std::int64_t>(mapped_bytes_),
+        [base](std::int64_t lo, std::int64_t hi) {
+          std::memset(base + lo, 0, static_cast<std::size_t>(hi - lo));
+        },
+        std::int64_t{2} << 20);
   }
   add(g_mapped, g_peak_mapped, mapped_bytes_);
 }
@@ -156,8 +162,9 @@ void HostBuffer::lock_and_register() {
     throw DeviceError(DeviceErrorKind::lock_refused,
                       fmt::format("{}: mlock of {} ({} bytes) refused: {} (RLIMIT_MEMLOCK {}); "
                                   "raise it with ulimit -l unlimited or run as a user with "
-                                  "CAP_IPC_LOCK", name_, human(mapped_bytes_), mapped_bytes_,
-                                  std::strerror(err), memlock_limit()));
+                                  "CAP_IPC_LOCK",
+                                  name_, human(mapped_bytes_), mapped_bytes_, std::strerror(err),
+                                  memlock_limit()));
   }
   locked_ = true;
   add(g_locked, g_peak_locked, mapped_bytes_);

@@ -3,11 +3,11 @@
 // so any split of the work over threads produces the same bits.
 #include "zob/model.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <fmt/format.h>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -27,8 +27,8 @@ constexpr std::uint64_t mix64(std::uint64_t z) {
 
 constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 // Distinct streams for the two uses of the seed, so token ids and weights are unrelated.
-constexpr std::uint64_t kParamStream = 0x5041524d53ull;   // "PARMS"
-constexpr std::uint64_t kTokenStream = 0x544f4b454e53ull; // "TOKENS"
+constexpr std::uint64_t kParamStream = 0x5041524d53ull;    // "PARMS"
+constexpr std::uint64_t kTokenStream = 0x544f4b454e53ull;  // "TOKENS"
 
 std::uint64_t counter_hash(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
   return mix64(mix64(seed ^ stream) + (index + 1) * kGolden);
@@ -46,8 +46,9 @@ void check_shape(const ModelShape& s) {
 }
 
 // One module of a layout under construction: its tensors laid out from `offset` on.
-ModuleSlice make_module(std::string name, std::int64_t& offset,
-                        const std::vector<std::tuple<std::string, std::int64_t, std::int64_t>>& ts) {
+ModuleSlice make_module(
+    std::string name, std::int64_t& offset,
+    const std::vector<std::tuple<std::string, std::int64_t, std::int64_t>>& ts) {
   ModuleSlice m;
   m.name = std::move(name);
   m.offset = offset;
@@ -78,8 +79,8 @@ ModelLayout build_decoder_layout(const ModelShape& shape) {
   for (std::int64_t i = 0; i < shape.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> ts;
-    for (const auto& [proj, out] : {std::pair<const char*, std::int64_t>{"q_proj", q},
-                                    {"k_proj", kv}, {"v_proj", kv}}) {
+    for (const auto& [proj, out] :
+         {std::pair<const char*, std::int64_t>{"q_proj", q}, {"k_proj", kv}, {"v_proj", kv}}) {
       ts.emplace_back(p + "self_attn." + proj + ".weight", out, h);
       if (a.attention_bias) ts.emplace_back(p + "self_attn." + proj + ".bias", 1, out);
     }
@@ -91,7 +92,8 @@ ModelLayout build_decoder_layout(const ModelShape& shape) {
     ts.emplace_back(p + "post_attention_layernorm.weight", 1, h);
     layout.modules.push_back(make_module("layer" + std::to_string(i), offset, ts));
   }
-  std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> head{{"model.norm.weight", 1, h}};
+  std::vector<std::tuple<std::string, std::int64_t, std::int64_t>> head{
+      {"model.norm.weight", 1, h}};
   if (!a.tie_embeddings) head.emplace_back("lm_head.weight", V, h);
   layout.modules.push_back(make_module("head", offset, head));
   if (a.tie_embeddings) layout.modules.back().shared.push_back(layout.modules.front().tensors[0]);
@@ -149,10 +151,9 @@ ModelLayout ModelLayout::build(const ModelShape& shape) {
   };
   add_module("embedding", {{"weight", V, h}});
   for (std::int64_t i = 0; i < shape.layers; ++i) {
-    add_module("layer" + std::to_string(i), {{"fc1.weight", F, h},
-                                             {"fc1.bias", 1, F},
-                                             {"fc2.weight", h, F},
-                                             {"fc2.bias", 1, h}});
+    add_module(
+        "layer" + std::to_string(i),
+        {{"fc1.weight", F, h}, {"fc1.bias", 1, F}, {"fc2.weight", h, F}, {"fc2.bias", 1, h}});
   }
   add_module("head", {{"weight", V, h}});
   layout.total = offset;
@@ -213,9 +214,9 @@ std::vector<std::int32_t> token_ids(std::int64_t tokens, std::int64_t vocab, std
   }
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
   for (std::int64_t t = 0; t < tokens; ++t) {
-    ids[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(
-        counter_hash(seed, kTokenStream, static_cast<std::uint64_t>(t)) %
-        static_cast<std::uint64_t>(vocab));
+    ids[static_cast<std::size_t>(t)] =
+        static_cast<std::int32_t>(counter_hash(seed, kTokenStream, static_cast<std::uint64_t>(t)) %
+                                  static_cast<std::uint64_t>(vocab));
   }
   return ids;
 }

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <vector>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "optim/adam_kernels.hpp"
 #include "zob/errors.hpp"
@@ -135,9 +135,12 @@ void adam_step_isa(AdamIsa isa, float* params, const float* grads, float* exp_av
   if (n == 0) return;
   const AdamConsts c = adam_consts(step, hyper);
   const AdamRangeFn kernel = adam_kernel(isa);
-  pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
-    kernel(params + b, grads + b, exp_avg + b, exp_avg_sq + b, e - b, c);
-  }, kAlign);
+  pool.parallel_for(
+      n,
+      [&](std::int64_t b, std::int64_t e) {
+        kernel(params + b, grads + b, exp_avg + b, exp_avg_sq + b, e - b, c);
+      },
+      kAlign);
 }
 
 void cast_f32_to_bf16_isa(AdamIsa isa, const float* src, void* dst_bf16, std::int64_t n,
@@ -147,18 +150,18 @@ void cast_f32_to_bf16_isa(AdamIsa isa, const float* src, void* dst_bf16, std::in
   if (n == 0) return;
   auto* dst = static_cast<std::uint16_t*>(dst_bf16);
   const CastRangeFn kernel = cast_kernel(isa);
-  pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) { kernel(src + b, dst + b, e - b); },
-                    kAlign);
+  pool.parallel_for(
+      n, [&](std::int64_t b, std::int64_t e) { kernel(src + b, dst + b, e - b); }, kAlign);
 }
 
 }  // namespace zob::detail
 
 namespace zob {
 
-void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-               std::int64_t n, int step, const AdamHyper& hyper, ThreadPool& pool) {
-  detail::adam_step_isa(detail::selected_isa(), params, grads, exp_avg, exp_avg_sq, n, step,
-                        hyper, pool);
+void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, std::int64_t n,
+               int step, const AdamHyper& hyper, ThreadPool& pool) {
+  detail::adam_step_isa(detail::selected_isa(), params, grads, exp_avg, exp_avg_sq, n, step, hyper,
+                        pool);
 }
 
 const char* adam_isa() { return detail::to_string(detail::selected_isa()); }
@@ -173,8 +176,9 @@ double memory_probe_gb_per_s(float* p, const float* g, float* m, float* v, std::
   const detail::ProbeRangeFn kernel = detail::probe_kernel(detail::selected_isa());
   const auto pass = [&] {
     const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) { kernel(p + b, g + b, m + b, v + b, e - b); },
-                      detail::kAlign);
+    pool.parallel_for(
+        n, [&](std::int64_t b, std::int64_t e) { kernel(p + b, g + b, m + b, v + b, e - b); },
+        detail::kAlign);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   pass();  // warm-up: pages, caches, thread wake-up

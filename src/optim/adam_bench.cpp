@@ -56,7 +56,6 @@ inline float uniform(std::uint64_t seed, std::uint64_t array, std::int64_t i) {
   return static_cast<float>(r >> 40) * (2.0f / 16777216.0f) - 1.0f;  // [-1, 1)
 }
 
-
 template <class Fn>
 double seconds(Fn&& fn) {
   const auto t0 = Clock::now();
@@ -69,8 +68,8 @@ void check_options(const AdamBenchOptions& o) {
     throw UsageError(fmt::format("adam benchmark: params = {} must be >= 1", o.params));
   }
   if (o.threads < 0) {
-    throw UsageError(fmt::format("adam benchmark: threads = {} must be >= 0 (0: all CPUs)",
-                                 o.threads));
+    throw UsageError(
+        fmt::format("adam benchmark: threads = {} must be >= 0 (0: all CPUs)", o.threads));
   }
   if (o.repeats < 1) {
     throw UsageError(fmt::format("adam benchmark: repeats = {} must be >= 1", o.repeats));
@@ -78,11 +77,11 @@ void check_options(const AdamBenchOptions& o) {
   const std::uint64_t need = 4ull * static_cast<std::uint64_t>(o.params) * sizeof(float);
   const std::uint64_t avail = mem_available();
   if (avail != 0 && need > avail) {
-    throw DeviceError(DeviceErrorKind::out_of_memory,
-                      fmt::format("adam benchmark: {} params need {:.2f} GB of host memory "
-                                  "(4 fp32 arrays), only {:.2f} GB available; lower --params",
-                                  o.params, static_cast<double>(need) / 1e9,
-                                  static_cast<double>(avail) / 1e9));
+    throw DeviceError(
+        DeviceErrorKind::out_of_memory,
+        fmt::format("adam benchmark: {} params need {:.2f} GB of host memory "
+                    "(4 fp32 arrays), only {:.2f} GB available; lower --params",
+                    o.params, static_cast<double>(need) / 1e9, static_cast<double>(avail) / 1e9));
   }
 }
 
@@ -92,17 +91,22 @@ void check_options(const AdamBenchOptions& o) {
 // thread's pages are local to it.
 struct AdamArrays {
   AdamArrays(std::int64_t n, std::uint64_t seed, ThreadPool& pool)
-      : hp(buffer(n, "params")), hg(buffer(n, "grads")), hm(buffer(n, "exp_avg")),
+      : hp(buffer(n, "params")),
+        hg(buffer(n, "grads")),
+        hm(buffer(n, "exp_avg")),
         hv(buffer(n, "exp_avg_sq")) {
-    pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) {
-        p()[i] = uniform(seed, 0, i);
-        g()[i] = 1e-2f * uniform(seed, 1, i);
-        m()[i] = 1e-3f * uniform(seed, 2, i);
-        const float s = uniform(seed, 3, i);
-        v()[i] = 1e-5f * s * s;
-      }
-    }, kAlign);
+    pool.parallel_for(
+        n,
+        [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) {
+            p()[i] = uniform(seed, 0, i);
+            g()[i] = 1e-2f * uniform(seed, 1, i);
+            m()[i] = 1e-3f * uniform(seed, 2, i);
+            const float s = uniform(seed, 3, i);
+            v()[i] = 1e-5f * s * s;
+          }
+        },
+        kAlign);
   }
   static HostBuffer buffer(std::int64_t n, const char* name) {
     return HostBuffer(static_cast<std::size_t>(n) * sizeof(float), HostMemoryMode::pageable,
@@ -133,9 +137,12 @@ AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
   };
   // The probe: same arrays, same threads, same ranges, same loads and stores, one add each.
   auto probe = [&] {
-    pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
-      probe_kernel(a.p() + b, a.g() + b, a.m() + b, a.v() + b, e - b);
-    }, kAlign);
+    pool.parallel_for(
+        n,
+        [&](std::int64_t b, std::int64_t e) {
+          probe_kernel(a.p() + b, a.g() + b, a.m() + b, a.v() + b, e - b);
+        },
+        kAlign);
   };
   adam();
   probe();

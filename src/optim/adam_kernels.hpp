@@ -29,10 +29,10 @@ AdamIsa selected_isa();
 struct AdamConsts {
   float beta1, one_minus_beta1;
   float beta2, one_minus_beta2;
-  float neg_step_size;    // -lr / (1 - b1^t)
-  float inv_sqrt_bc2;     // 1 / sqrt(1 - b2^t)
+  float neg_step_size;  // -lr / (1 - b1^t)
+  float inv_sqrt_bc2;   // 1 / sqrt(1 - b2^t)
   float eps;
-  float neg_lr_wd;        // -lr * wd; the decay term is skipped when wd == 0
+  float neg_lr_wd;  // -lr * wd; the decay term is skipped when wd == 0
   bool decay;
 };
 AdamConsts adam_consts(int step, const AdamHyper& hyper);

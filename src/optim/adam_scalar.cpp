@@ -42,8 +42,7 @@ void adam_range_scalar(float* p, const float* g, float* m, float* v, std::int64_
   }
 }
 
-void cast_range_scalar(const float* __restrict src, std::uint16_t* __restrict dst,
-                       std::int64_t n) {
+void cast_range_scalar(const float* __restrict src, std::uint16_t* __restrict dst, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]).bits;
 }
 

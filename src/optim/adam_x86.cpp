@@ -74,8 +74,8 @@ ZOB_AVX512 inline __m256i bf16x16(__m512i u) {
   const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(abs, _mm512_set1_epi32(0x7f800000));
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
   r = _mm512_mask_mov_epi32(r, nan, quiet);
   return _mm512_cvtepi32_epi16(r);
@@ -136,8 +136,8 @@ ZOB_AVX2 inline __m256i bf16x8_dwords(__m256i u) {
   const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
   const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i r = _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
   const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
   return _mm256_blendv_epi8(r, quiet, nan);
 }
@@ -222,8 +222,7 @@ ZOB_AVX2 void cast_range_avx2(const float* src, std::uint16_t* dst, std::int64_t
 
 // The probe: the same loads and stores as the Adam kernels and one add per array, so only the
 // arithmetic differs (see adam_bench.cpp).
-ZOB_AVX512 void probe_range_avx512(float* p, const float* g, float* m, float* v,
-                                   std::int64_t n) {
+ZOB_AVX512 void probe_range_avx512(float* p, const float* g, float* m, float* v, std::int64_t n) {
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 gv = _mm512_loadu_ps(g + i);

@@ -9,7 +9,9 @@
 namespace zob {
 namespace {
 
-std::string gb(std::uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
+std::string gb(std::uint64_t bytes) {
+  return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9);
+}
 
 bool arm_locks(Arm arm) { return arm == Arm::registered || arm == Arm::unregistered; }
 

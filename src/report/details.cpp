@@ -1,9 +1,9 @@
 #include "report/details.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "report/json_util.hpp"
 #include "report/report.hpp"
@@ -19,11 +19,9 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-
 std::size_t timed_start(const ArmResult& r) {
   return std::min(static_cast<std::size_t>(std::max(r.warmup, 0)), r.samples.size());
 }
-
 
 std::string bytes_text(std::uint64_t b) {
   const double v = static_cast<double>(b);
@@ -143,8 +141,8 @@ std::string first_round_difference(const RunResult& run) {
         ref_round = k + 1;
         continue;
       }
-      const std::string who = fmt::format("arm {} round {} vs round {}", to_string(arm), k + 1,
-                                          ref_round);
+      const std::string who =
+          fmt::format("arm {} round {} vs round {}", to_string(arm), k + 1, ref_round);
       if (r.samples.size() != ref->samples.size()) {
         return fmt::format("{}: step count differs ({} vs {})", who, r.samples.size(),
                            ref->samples.size());
@@ -218,8 +216,8 @@ std::string render_environment_header(const RunResult& run) {
   const DeviceInfo& d = run.device_info;
   const PcieLink link = read_pcie_link(d.pci_bus_id);
   std::string out;
-  out += fmt::format("# zero3-offload-bench {} (commit {}, {}, {})\n", h.tool_version,
-                     h.git_commit, h.build_type, h.compiler);
+  out += fmt::format("# zero3-offload-bench {} (commit {}, {}, {})\n", h.tool_version, h.git_commit,
+                     h.build_type, h.compiler);
   out += fmt::format("# device: {} ({}), runtime {}, driver {}, {} memory\n", one_line(d.name),
                      d.backend, one_line(d.runtime_version.empty() ? "-" : d.runtime_version),
                      one_line(d.driver_version.empty() ? "-" : d.driver_version),
@@ -231,12 +229,12 @@ std::string render_environment_header(const RunResult& run) {
                        link.current_width, link.max_speed, link.max_width, link.numa_node);
   }
   // threads 0: --gpus N without --threads, each rank one thread per CPU of its slice.
-  const std::string adam_threads = run.config.threads > 0
-                                       ? fmt::format("{} Adam threads", run.config.threads)
-                                       : std::string("Adam threads: one per CPU of each rank's slice");
+  const std::string adam_threads =
+      run.config.threads > 0 ? fmt::format("{} Adam threads", run.config.threads)
+                             : std::string("Adam threads: one per CPU of each rank's slice");
   out += fmt::format("# host: {}, {} of {} CPUs available, {}, THP {}\n",
-                     one_line(h.cpu_model.empty() ? "unknown CPU" : h.cpu_model),
-                     h.available_cpus, h.logical_cpus, adam_threads,
+                     one_line(h.cpu_model.empty() ? "unknown CPU" : h.cpu_model), h.available_cpus,
+                     h.logical_cpus, adam_threads,
                      h.transparent_hugepages.empty() ? "n/a" : h.transparent_hugepages);
   out += fmt::format("# memory: MemAvailable {} of {}, memlock {}{}\n", bytes_text(h.mem_available),
                      bytes_text(h.mem_total),
@@ -270,12 +268,11 @@ std::string render_phase_section(const RunResult& run) {
       const double host = json_number(p, "host_s");
       const double bytes = json_number(p, "bytes");
       const double gbs = json_number(p, "gb_per_s");
-      std::string row = fmt::format(
-          "{:<15}{:<14}{:>12}{:>12}{:>12}{:>10}", n, to_string(a.arm),
-          dev >= 0 ? fmt::format("{:.3f}", dev * 1e3) : "-",
-          host >= 0 ? fmt::format("{:.3f}", host * 1e3) : "-",
-          bytes > 0 ? fmt::format("{:.4f}", bytes / 1e9) : "-",
-          gbs > 0 ? fmt::format("{:.2f}", gbs) : "-");
+      std::string row = fmt::format("{:<15}{:<14}{:>12}{:>12}{:>12}{:>10}", n, to_string(a.arm),
+                                    dev >= 0 ? fmt::format("{:.3f}", dev * 1e3) : "-",
+                                    host >= 0 ? fmt::format("{:.3f}", host * 1e3) : "-",
+                                    bytes > 0 ? fmt::format("{:.4f}", bytes / 1e9) : "-",
+                                    gbs > 0 ? fmt::format("{:.2f}", gbs) : "-");
       if (n == to_string(Phase::adam)) {
         const double gp = json_number(p, "gparams_per_s");
         if (gp > 0) row += fmt::format("  {:.3f} Gparam/s", gp);
@@ -312,18 +309,18 @@ std::string render_rank_section(const RunResult& run) {
       }
       if (worst == nullptr) continue;
       const PhaseSample& p = worst->phases.at(n);
-      rows += fmt::format("{:<15}{:<14}{:>13}{:>12}{:>12}{:>12}\n", n, to_string(a.arm),
-                          worst->rank,
-                          p.device_s >= 0 ? fmt::format("{:.3f}", p.device_s * 1e3) : "-",
-                          fmt::format("{:.3f}", p.host_s * 1e3),
-                          p.bytes > 0 ? fmt::format("{:.4f}", static_cast<double>(p.bytes) / 1e9) : "-");
+      rows += fmt::format(
+          "{:<15}{:<14}{:>13}{:>12}{:>12}{:>12}\n", n, to_string(a.arm), worst->rank,
+          p.device_s >= 0 ? fmt::format("{:.3f}", p.device_s * 1e3) : "-",
+          fmt::format("{:.3f}", p.host_s * 1e3),
+          p.bytes > 0 ? fmt::format("{:.4f}", static_cast<double>(p.bytes) / 1e9) : "-");
     }
     const StepBound& b = a.bound;
     if (b.bound_s > 0) {
-      rows += fmt::format("bound: {}: {:.4f} s, step/bound {:.2f} = max(Adam of all ranks {:.4f} s "
-                          "at {:.1f} GB/s, busiest link {:.4f} s) + compute {:.4f} s\n",
-                          to_string(a.arm), b.bound_s, b.ratio, b.adam_s, b.probe_gb_per_s,
-                          b.pcie_s, b.compute_s);
+      rows += fmt::format(
+          "bound: {}: {:.4f} s, step/bound {:.2f} = max(Adam of all ranks {:.4f} s "
+          "at {:.1f} GB/s, busiest link {:.4f} s) + compute {:.4f} s\n",
+          to_string(a.arm), b.bound_s, b.ratio, b.adam_s, b.probe_gb_per_s, b.pcie_s, b.compute_s);
     }
   }
   if (rows.empty()) return "";
@@ -343,10 +340,9 @@ std::string render_registration_lines(const RunResult& run) {
       line += fmt::format(", {} pinned by the runtime ({})", bytes_text(a.runtime_pinned_bytes),
                           backend != nullptr ? backend->host_alloc : "allocate_host");
     }
-    line += fmt::format(" ({}{})", a.registration.empty() ? "none" : a.registration,
-                        a.registered_bytes > 0 ? (a.registration_verified ? ", verified"
-                                                                          : ", NOT verified")
-                                               : "");
+    line += fmt::format(
+        " ({}{})", a.registration.empty() ? "none" : a.registration,
+        a.registered_bytes > 0 ? (a.registration_verified ? ", verified" : ", NOT verified") : "");
     if (const auto per_gib = register_s_per_gib(a)) {
       line += fmt::format(" in {:.4f} s ({:.3f} s/GiB)", a.register_s, *per_gib);
     }

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <map>
 
+#include "report/deepspeed_gap.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
-#include "report/deepspeed_gap.hpp"
 #include "report/settings.hpp"
 #include "report/verdict.hpp"
 #include "zob/errors.hpp"

@@ -18,9 +18,9 @@ inline constexpr int kSchemaVersion = 1;
 struct Validation {
   bool checksums_equal = true;
   bool losses_equal = true;
-  int compared_arms = 0;          // ok arms taken into account
-  bool rounds_equal = true;       // every --repeats round of an arm agrees with its first
-  std::string first_difference;   // "" when equal; else one line naming the step or checksum
+  int compared_arms = 0;               // ok arms taken into account
+  bool rounds_equal = true;            // every --repeats round of an arm agrees with its first
+  std::string first_difference;        // "" when equal; else one line naming the step or checksum
   std::string first_round_difference;  // the first disagreement between rounds, or ""
   bool ok() const { return checksums_equal && losses_equal && rounds_equal; }
 };
@@ -60,9 +60,9 @@ nlohmann::ordered_json driver_result_json(const RunResult& run);
 // follows from them (model name, architecture, tokens_per_step, params). A unit test holds
 // the two lists together.
 inline constexpr const char* kWorkloadKeys[] = {
-    "model",  "architecture", "vocab",       "hidden",         "layers", "batch",
-    "seq",    "tokens_per_step", "params",   "steps",          "warmup", "loop",
-    "chunk_elems", "sub_group_size", "seed", "gpus",           "schedule"};
+    "model",       "architecture",    "vocab",  "hidden", "layers",  "batch",
+    "seq",         "tokens_per_step", "params", "steps",  "warmup",  "loop",
+    "chunk_elems", "sub_group_size",  "seed",   "gpus",   "schedule"};
 inline constexpr const char* kWorkloadDerivedKeys[] = {"model", "architecture", "tokens_per_step",
                                                        "params"};
 nlohmann::ordered_json workload_json(const RunConfig& config);

@@ -4,12 +4,12 @@
 #include <cstdio>
 
 #include "report/csv.hpp"
+#include "report/deepspeed_gap.hpp"
 #include "report/details.hpp"
 #include "report/glance.hpp"
 #include "report/json_util.hpp"
 #include "report/plot.hpp"
 #include "report/report.hpp"
-#include "report/deepspeed_gap.hpp"
 #include "report/settings.hpp"
 #include "report/table.hpp"
 #include "report/verdict.hpp"
@@ -106,8 +106,7 @@ std::vector<std::unique_ptr<Reporter>> run_reporters(const RunConfig& config) {
   out.push_back(compat_table_reporter(config.compat));
   for (auto* section :
        {&render_phase_section, &render_phase_bars, &render_rank_section, &render_registration_lines,
-        &render_verdict_lines, &render_settings_lines, &render_not_contained,
-        &render_projection}) {
+        &render_verdict_lines, &render_settings_lines, &render_not_contained, &render_projection}) {
     out.push_back(std::make_unique<Section>(section));
   }
   out.push_back(std::make_unique<DriverResultLine>());

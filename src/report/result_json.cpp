@@ -36,7 +36,8 @@ T integer(const nlohmann::json& j) {
 
 // A float field (the loss): a double beyond float's range is infinite, not undefined behaviour.
 float to_float(double v) {
-  if (std::isnan(v) || std::fabs(v) <= std::numeric_limits<float>::max()) return static_cast<float>(v);
+  if (std::isnan(v) || std::fabs(v) <= std::numeric_limits<float>::max())
+    return static_cast<float>(v);
   return v > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
 }
 
@@ -102,8 +103,7 @@ StepSample sample_from(const nlohmann::json& j) {
   s.loss = to_float(number_or_nan(j.at("loss")));
   for (const auto& [name, p] : j.at("phases").items()) s.phases[name] = phase_from(p);
   for (const auto& sp : j.at("spans")) {
-    s.spans.push_back(TraceSpan{sp.at("track").get<std::string>(),
-                                sp.at("name").get<std::string>(),
+    s.spans.push_back(TraceSpan{sp.at("track").get<std::string>(), sp.at("name").get<std::string>(),
                                 number_or_nan(sp.at("start_s")),
                                 number_or_nan(sp.at("duration_s"))});
   }
@@ -224,7 +224,9 @@ Json arm_object(const ArmResult& r, ArmDocument doc) {
 template nlohmann::json arm_object<nlohmann::json>(const ArmResult&, ArmDocument);
 template nlohmann::ordered_json arm_object<nlohmann::ordered_json>(const ArmResult&, ArmDocument);
 
-void to_json(nlohmann::json& j, const ArmResult& r) { j = arm_object<nlohmann::json>(r, ArmDocument::pipe); }
+void to_json(nlohmann::json& j, const ArmResult& r) {
+  j = arm_object<nlohmann::json>(r, ArmDocument::pipe);
+}
 
 void from_json(const nlohmann::json& j, ArmResult& r) {
   r.arm = parse_arm(j.at("arm").get<std::string>());
@@ -251,9 +253,8 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.registration_verified = j.at("registration_verified").get<bool>();
   r.locked_bytes = integer<std::uint64_t>(j.at("locked_bytes"));
   r.registered_bytes = integer<std::uint64_t>(j.at("registered_bytes"));
-  r.runtime_pinned_bytes = j.contains("runtime_pinned_bytes")
-                               ? integer<std::uint64_t>(j.at("runtime_pinned_bytes"))
-                               : 0;
+  r.runtime_pinned_bytes =
+      j.contains("runtime_pinned_bytes") ? integer<std::uint64_t>(j.at("runtime_pinned_bytes")) : 0;
   r.register_s = number_or_nan(j.at("register_s"));
   r.setup_s = number_or_nan(j.at("setup_s"));
   r.adam_threads = integer<int>(j.at("adam_threads"));
@@ -283,7 +284,9 @@ void to_json(nlohmann::json& j, const StepBound& b) {
 }
 
 void from_json(const nlohmann::json& j, StepBound& b) {
-  const auto optional = [&](const char* key) { return j.contains(key) ? number_or_nan(j.at(key)) : 0.0; };
+  const auto optional = [&](const char* key) {
+    return j.contains(key) ? number_or_nan(j.at(key)) : 0.0;
+  };
   b.adam_s = number_or_nan(j.at("adam_s"));
   b.adam_measured_s = optional("adam_measured_s");  // absent in documents of older versions
   b.probe_gb_per_s = optional("probe_gb_per_s");

@@ -17,7 +17,7 @@ double quantile_sorted(const std::vector<double>& s, double q) {
   return s[lo] + (s[hi] - s[lo]) * frac;
 }
 
-double binomial_cdf_half(int n, int k) {  // P(X <= k), X ~ Binomial(n, 1/2)
+double binomial_cdf_half(int n, int k) {    // P(X <= k), X ~ Binomial(n, 1/2)
   double sum = 0, term = std::pow(0.5, n);  // C(n,0) / 2^n
   for (int i = 0; i <= k; ++i) {
     sum += term;
@@ -54,9 +54,9 @@ Summary summarize(std::vector<double> v) {
 }
 
 nlohmann::json to_json(const Summary& s) {
-  return {{"n", s.n},           {"mean", s.mean}, {"median", s.median}, {"min", s.min},
-          {"max", s.max},       {"stddev", s.stddev}, {"p90", s.p90},
-          {"rel_spread", s.rel_spread()}};
+  return {
+      {"n", s.n},     {"mean", s.mean},     {"median", s.median}, {"min", s.min},
+      {"max", s.max}, {"stddev", s.stddev}, {"p90", s.p90},       {"rel_spread", s.rel_spread()}};
 }
 
 MedianInterval median_interval(std::vector<double> v) {
@@ -121,7 +121,8 @@ nlohmann::json summarize_phases(const ArmResult& arm) {
     } else {
       j["device_s"] = nullptr;
     }
-    j["gb_per_s"] = (time > 0 && bytes > 0) ? nlohmann::json(bytes / time / 1e9) : nlohmann::json(nullptr);
+    j["gb_per_s"] =
+        (time > 0 && bytes > 0) ? nlohmann::json(bytes / time / 1e9) : nlohmann::json(nullptr);
     if (params > 0) {
       j["gparams_per_s"] = time > 0 ? nlohmann::json(params / time / 1e9) : nlohmann::json(nullptr);
     }

@@ -1,8 +1,8 @@
 #include "step/arm_result_fill.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cstdio>
-#include <fmt/format.h>
 #include <utility>
 
 #include "zob/model.hpp"
@@ -51,11 +51,11 @@ ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device&
   if (pinned_mode_for(arm) == HostMemoryMode::registered) {
     const std::string& method = setup.master->registration_method();
     r.registration = method.empty() ? "not-applicable" : method;
-    r.registration_verified = device.registration_applicable() &&
-                              device.is_registered(setup.master->data());
+    r.registration_verified =
+        device.registration_applicable() && device.is_registered(setup.master->data());
   }
-  r.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup.started)
-                  .count();
+  r.setup_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - setup.started).count();
   return r;
 }
 

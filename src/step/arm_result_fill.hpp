@@ -35,7 +35,6 @@ void run_timed_steps(ArmResult& r, const RunConfig& config, const std::string& l
                      const std::function<StepSample(int)>& run_step);
 
 // gpu_peak_gb, param_checksum of the final fp32 master (count elements) and ok.
-void finish_arm_result(ArmResult& r, const Device& device, const float* master,
-                       std::int64_t count);
+void finish_arm_result(ArmResult& r, const Device& device, const float* master, std::int64_t count);
 
 }  // namespace zob::step_detail

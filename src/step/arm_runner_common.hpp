@@ -46,7 +46,8 @@ struct SubGroup {
 
 // Checks the sizes run_arm needs (UsageError otherwise) and splits [0, params) into
 // sub_group_size sub-groups; *pieces receives the number of copy-back pieces in all.
-std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params, std::int64_t* pieces);
+std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params,
+                                       std::int64_t* pieces);
 
 // The Adam pool of one arm on its CPU placement (progress line on stderr). Built before the
 // host buffers: zeroing them faults their pages in from the pool's threads, so with a NUMA
@@ -67,9 +68,10 @@ float group_loss(Collectives& comm, float local_loss);
 double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
                         std::int64_t params, ThreadPool& pool);
 
-// Builds a Runner(config, arm, device, extra...) (setup() first), runs warmup + steps steps and fills the ArmResult. Runner
-// has setup(), run_step(t), master(), total(), threads(), register_seconds(),
-// master_buffer(), placement(), link_times() (the last step's) and probe_gb_per_s().
+// Builds a Runner(config, arm, device, extra...) (setup() first), runs warmup + steps steps and
+// fills the ArmResult. Runner has setup(), run_step(t), master(), total(), threads(),
+// register_seconds(), master_buffer(), placement(), link_times() (the last step's) and
+// probe_gb_per_s().
 template <class Runner, class... Extra>
 ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
                        std::vector<float>* final_master, const Extra&... extra) {
@@ -79,11 +81,13 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
   runner.setup();
   const HostMemoryCounters after = host_memory_counters();
 
-  ArmResult r = arm_result_after_setup(
-      config, arm, device,
-      {.started = t_setup, .before = before, .after = after,
-       .adam_threads = runner.threads(), .register_s = runner.register_seconds(),
-       .master = &runner.master_buffer()});
+  ArmResult r = arm_result_after_setup(config, arm, device,
+                                       {.started = t_setup,
+                                        .before = before,
+                                        .after = after,
+                                        .adam_threads = runner.threads(),
+                                        .register_s = runner.register_seconds(),
+                                        .master = &runner.master_buffer()});
   r.placement = runner.placement();
   r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
 
@@ -95,7 +99,8 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
   });
   r.bound = step_bound(r, links, runner.probe_gb_per_s(), runner.total());
   finish_arm_result(r, device, runner.master(), runner.total());
-  if (final_master != nullptr) final_master->assign(runner.master(), runner.master() + runner.total());
+  if (final_master != nullptr)
+    final_master->assign(runner.master(), runner.master() + runner.total());
   return r;
 }
 

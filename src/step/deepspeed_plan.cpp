@@ -61,12 +61,18 @@ class Coordinator {
   Coordinator(const DeepSpeedPlan& plan, const std::vector<Leaf>& leaves,
               const std::vector<int>& trace, const std::vector<std::int64_t>& step_ids,
               const DeepSpeedKnobs& k)
-      : plan_(plan), leaves_(leaves), trace_(trace), step_ids_(step_ids), k_(k),
-        status_(plan.tensors.size(), Status::not_available), handle_(plan.tensors.size(), -1),
+      : plan_(plan),
+        leaves_(leaves),
+        trace_(trace),
+        step_ids_(step_ids),
+        k_(k),
+        status_(plan.tensors.size(), Status::not_available),
+        handle_(plan.tensors.size(), -1),
         most_recent_(plan.tensors.size(), std::numeric_limits<std::int64_t>::min()) {
     for (int t : plan.persistent) status_[static_cast<std::size_t>(t)] = Status::available;
     for (std::size_t v = 0; v < trace.size(); ++v) {
-      for (int t : leaves[static_cast<std::size_t>(trace[v])].tensors) queue_.push_back({t, step_ids[v]});
+      for (int t : leaves[static_cast<std::size_t>(trace[v])].tensors)
+        queue_.push_back({t, step_ids[v]});
     }
   }
 
@@ -116,7 +122,8 @@ class Coordinator {
     for (int t : tensors) {
       if (status(t) != Status::inflight) continue;
       ++waits;
-      for (int u : handle_members_[static_cast<std::size_t>(handle_[static_cast<std::size_t>(t)])]) {
+      for (int u :
+           handle_members_[static_cast<std::size_t>(handle_[static_cast<std::size_t>(t)])]) {
         if (status(u) == Status::inflight) status(u) = Status::available;
       }
     }
@@ -159,7 +166,8 @@ class Coordinator {
     std::set<int> candidates;
     for (int t : tensors) {
       const DsTensor& d = plan_.tensors[static_cast<std::size_t>(t)];
-      if (!d.persistent && most_recent_[static_cast<std::size_t>(t)] <= step_id) candidates.insert(t);
+      if (!d.persistent && most_recent_[static_cast<std::size_t>(t)] <= step_id)
+        candidates.insert(t);
     }
     std::int64_t traversed = 0;
     for (std::size_t w = v + 1; w < trace_.size() && traversed < k_.max_reuse_distance; ++w) {
@@ -241,7 +249,8 @@ DeepSpeedPlan build_deepspeed_plan(const ModelLayout& layout, Loop loop, const D
   for (std::size_t v = 0; v < trace.size(); ++v) {
     DsVisit visit = coordinator.visit(v);
     visit.forward = v < static_cast<std::size_t>(L);
-    if (!visit.forward) add_gradients(plan, visit, leaves[static_cast<std::size_t>(trace[v])], k, bucket, elements);
+    if (!visit.forward)
+      add_gradients(plan, visit, leaves[static_cast<std::size_t>(trace[v])], k, bucket, elements);
     plan.visits.push_back(std::move(visit));
   }
   if (!bucket.tensors.empty()) {

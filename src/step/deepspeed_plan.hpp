@@ -18,9 +18,9 @@
 //    elements of the trace, or a prefetch already claimed its next use;
 //  - gradients: each tensor's gradient joins the reduce bucket (reduce_bucket_size 5e8
 //    elements); when the next one would overflow it, and at the end of backward, the bucket is
-//    flushed, in ds_id order: per tensor D2H bf16 into the pinned bf16 gradient partition, H2D back into a
-//    device temporary, its fp32 cast for the norm, its fp32 cast and D2H into the pinned fp32
-//    gradient of the optimizer; at most 2 flushes in flight (max_param_reduce_events);
+//    flushed, in ds_id order: per tensor D2H bf16 into the pinned bf16 gradient partition, H2D back
+//    into a device temporary, its fp32 cast for the norm, its fp32 cast and D2H into the pinned
+//    fp32 gradient of the optimizer; at most 2 flushes in flight (max_param_reduce_events);
 //  - the step: the global norm's scalar reads and writes, then per sub-group the CPU gradient
 //    scaling pass, CPU Adam, and the master -> bf16 cast on the host (offload_param) or the
 //    copy-back (copy_back loop).
@@ -37,12 +37,12 @@ namespace zob::step_detail {
 // DeepSpeed's ZeRO-3 defaults (deepspeed/runtime/zero/config.py): the upstream script's
 // ds_config sets none of them.
 struct DeepSpeedKnobs {
-  std::int64_t prefetch_bucket = 50'000'000;         // stage3_prefetch_bucket_size
-  std::int64_t max_live = 1'000'000'000;             // stage3_max_live_parameters
-  std::int64_t max_reuse_distance = 1'000'000'000;   // stage3_max_reuse_distance
-  std::int64_t persistence_threshold = 100'000;      // stage3_param_persistence_threshold
-  std::int64_t reduce_bucket = 500'000'000;          // reduce_bucket_size
-  int max_reduce_events = 2;                         // max_param_reduce_events
+  std::int64_t prefetch_bucket = 50'000'000;        // stage3_prefetch_bucket_size
+  std::int64_t max_live = 1'000'000'000;            // stage3_max_live_parameters
+  std::int64_t max_reuse_distance = 1'000'000'000;  // stage3_max_reuse_distance
+  std::int64_t persistence_threshold = 100'000;     // stage3_param_persistence_threshold
+  std::int64_t reduce_bucket = 500'000'000;         // reduce_bucket_size
+  int max_reduce_events = 2;                        // max_param_reduce_events
 };
 
 struct DsTensor {

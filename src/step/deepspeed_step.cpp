@@ -9,10 +9,10 @@
 // The arithmetic is the stock schedule's (same kernels in the same order per module, the same
 // Adam and casts; the gradient scaling multiplies by 1.0), so the losses and the final master
 // are bitwise the stock schedule's.
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <fmt/format.h>
 #include <string>
 #include <vector>
 
@@ -22,9 +22,9 @@
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
 #include "step/step_internal.hpp"
+#include "zob/adam.hpp"
 #include "zob/clock.hpp"
 #include "zob/errors.hpp"
-#include "zob/adam.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/model.hpp"
 #include "zob/thread_pool.hpp"
@@ -33,17 +33,21 @@ namespace zob::step_detail {
 
 DeepSpeedRunner::DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev,
                                  const DeepSpeedKnobs& knobs, RankComms comms)
-    : cfg_(config), arm_(arm), dev_(dev),
+    : cfg_(config),
+      arm_(arm),
+      dev_(dev),
       comm_(comms.host != nullptr ? comms.host : &single_),
       data_(comms.data != nullptr ? comms.data : comm_),
       layout_(ModelLayout::build(config.model)),
-      plan_(build_deepspeed_plan(layout_, config.loop, knobs)), knobs_(knobs),
+      plan_(build_deepspeed_plan(layout_, config.loop, knobs)),
+      knobs_(knobs),
       parts_(DsPartitions::build(plan_, comm_->size(), comm_->rank())) {}
 
 void DeepSpeedRunner::setup() {
   if (data_->size() != comm_->size() || data_->rank() != comm_->rank()) {
-    throw UsageError(fmt::format("the host communicator is rank {} of {}, the device one rank {} of {}",
-                                 comm_->rank(), comm_->size(), data_->rank(), data_->size()));
+    throw UsageError(
+        fmt::format("the host communicator is rank {} of {}, the device one rank {} of {}",
+                    comm_->rank(), comm_->size(), data_->rank(), data_->size()));
   }
   sub_groups_ = split_sub_groups(cfg_, parts_.total, &pieces_);
   make_pool();
@@ -94,7 +98,8 @@ void DeepSpeedRunner::allocate_host() {
   probe_gb_s_ = probe_arm_memory(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
                                  exp_avg_sq_.as<float>(), P, *pool_);
   if (!sharded()) {
-    initial_parameters_range(layout_, cfg_.seed, 0, layout_.total, master_.as<float>(), pool_.get());
+    initial_parameters_range(layout_, cfg_.seed, 0, layout_.total, master_.as<float>(),
+                             pool_.get());
     return;
   }
   // Rank r makes only its partition of every tensor, the padding zero (Adam keeps it zero:
@@ -105,7 +110,8 @@ void DeepSpeedRunner::allocate_host() {
     const DsTensor& t = plan_.tensors[id];
     const std::int64_t from = t.offset + parts_.rank * parts_.part[id];
     const std::int64_t n = parts_.real(t, static_cast<int>(id), parts_.rank);
-    initial_parameters_range(layout_, cfg_.seed, from, from + n, master + parts_.offset[id], pool_.get());
+    initial_parameters_range(layout_, cfg_.seed, from, from + n, master + parts_.offset[id],
+                             pool_.get());
   }
 }
 
@@ -235,8 +241,9 @@ void DeepSpeedRunner::backward() {
     v = run_visits(v, false);
     const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
     dev_.record(task_start_[M + j], Queue::compute);
-    math_.backward(j, params_.as<bf16>() + m.offset, grad_store_.as<bf16>() + m.offset,
-                   [&] { gradient_hooks(j); }, shared_weights(m));
+    math_.backward(
+        j, params_.as<bf16>() + m.offset, grad_store_.as<bf16>() + m.offset,
+        [&] { gradient_hooks(j); }, shared_weights(m));
     dev_.record(task_end_[M + j], Queue::compute);
   }
   // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for
@@ -339,7 +346,8 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
               *pool_);
     const auto tc = Clock::now();
     if (offload()) {
-      cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, n, *pool_);
+      cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, n,
+                            *pool_);
     } else {
       copy_back_sub_group(sg);
     }
@@ -348,9 +356,12 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
     host_.adam += seconds_between(ta, tc);
     (offload() ? host_.cast : host_.copy_back) += seconds_between(tc, te);
     const std::string tag = fmt::format("[{}]", gi);
-    s.spans.push_back({"cpu_adam", "grad_scale" + tag, seconds_between(t0, ts), seconds_between(ts, ta)});
+    s.spans.push_back(
+        {"cpu_adam", "grad_scale" + tag, seconds_between(t0, ts), seconds_between(ts, ta)});
     s.spans.push_back({"cpu_adam", "adam" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
-    if (offload()) s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
+    if (offload())
+      s.spans.push_back(
+          {"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
   }
 }
 
@@ -411,8 +422,7 @@ void DeepSpeedRunner::report(StepSample& s) {
   const auto dur = [&](DeviceEvent& a, DeviceEvent& b) { return dev_.elapsed_seconds(a, b); };
   const auto phase = [&](Phase p, double host_s, double device_s, std::uint64_t bytes,
                          std::int64_t params) { s.set_phase(p, host_s, device_s, bytes, params); };
-  phase(Phase::forward, host_.forward, dur(task_start_[0], task_end_[M - 1]), 0,
-        layout_.total);
+  phase(Phase::forward, host_.forward, dur(task_start_[0], task_end_[M - 1]), 0, layout_.total);
   phase(Phase::backward, host_.backward, dur(task_start_[2 * M - 1], task_end_[M]), 0,
         layout_.total);
   link_ = {};
@@ -421,8 +431,8 @@ void DeepSpeedRunner::report(StepSample& s) {
     link_.compute_s += dur(task_start_[j], task_end_[j]) +
                        dur(task_start_[M + j], task_end_[M + j]) -
                        dur(grad_ready_[j], hook_done_[j]);
-    s.spans.push_back({"compute", name + ".fwd", rel(task_start_[j]),
-                       dur(task_start_[j], task_end_[j])});
+    s.spans.push_back(
+        {"compute", name + ".fwd", rel(task_start_[j]), dur(task_start_[j], task_end_[j])});
     s.spans.push_back({"compute", name + ".bwd", rel(task_start_[M + j]),
                        dur(task_start_[M + j], task_end_[M + j])});
   }
@@ -437,7 +447,8 @@ void DeepSpeedRunner::report(StepSample& s) {
     return total;
   };
   double flush_device = 0;
-  for (std::size_t k = 0; k < plan_.flushes.size(); ++k) flush_device += dur(flush_start_[k], flush_end_[k]);
+  for (std::size_t k = 0; k < plan_.flushes.size(); ++k)
+    flush_device += dur(flush_start_[k], flush_end_[k]);
   copies(flush_copies_);
   // 6 B/param leave the device (bf16 + fp32) and 2 B/param come back (the bf16 round trip).
   phase(Phase::grad_offload, host_.flush + host_.grad_wait, flush_device, 8 * P, S);

@@ -30,7 +30,9 @@ class DeviceBuffer {
     return *this;
   }
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   Device* dev_ = nullptr;

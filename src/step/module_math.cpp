@@ -50,13 +50,13 @@ ModuleMath::ModuleMath(Device& dev, const RunConfig& c, const ModelLayout& layou
   dev.copy_to_device(Queue::h2d, offsets_.as<void>(), offsets.data(), 4 * offsets.size());
   dev.copy_to_device(Queue::h2d, positions_.as<void>(), order.data(), 4 * order.size());
   dev.synchronize();  // the host vectors die at the end of this scope
-  index_ = EmbeddingGradIndex{uniq_.as<std::int32_t>(), offsets_.as<std::int32_t>(),
-                              positions_.as<std::int32_t>(),
-                              static_cast<std::int64_t>(uniq.size())};
+  index_ =
+      EmbeddingGradIndex{uniq_.as<std::int32_t>(), offsets_.as<std::int32_t>(),
+                         positions_.as<std::int32_t>(), static_cast<std::int64_t>(uniq.size())};
   if (c.model.decoder()) {
-    decoder_ = std::make_unique<DecoderMath>(dev, c, xs_.as<bf16>(), logits_.as<bf16>(),
-                                             loss_.as<float>(), dy_.as<bf16>(),
-                                             ids_.as<std::int32_t>(), index_);
+    decoder_ =
+        std::make_unique<DecoderMath>(dev, c, xs_.as<bf16>(), logits_.as<bf16>(), loss_.as<float>(),
+                                      dy_.as<bf16>(), ids_.as<std::int32_t>(), index_);
   }
 }
 

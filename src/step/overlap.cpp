@@ -78,15 +78,15 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
       cast_f32_to_bf16_host(buf_.master + p.begin, buf_.host_bf16 + p.begin, len, pool_);
       const auto te = Clock::now();
       out.host_cast_s += seconds_between(tc, te);
-      s.spans.push_back({"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
+      s.spans.push_back(
+          {"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
       ++k;
       continue;
     }
     // Copy-back of this piece through temporary k % 2, which the cast two pieces back read.
     DeviceEvent* temp_free = k >= 2 ? &(*ev_.cast_end)[pieces_[k - 2].index] : nullptr;
-    enqueue_copy_back_piece(dev_, buf_.master, buf_.device_params, buf_.temp[k % 2], p.begin,
-                            len, p.index,
-                            {ev_.copy_start, ev_.copy_end, ev_.cast_start, ev_.cast_end},
+    enqueue_copy_back_piece(dev_, buf_.master, buf_.device_params, buf_.temp[k % 2], p.begin, len,
+                            p.index, {ev_.copy_start, ev_.copy_end, ev_.cast_start, ev_.cast_end},
                             temp_free);
     out.copy_back_s += seconds_between(tc, Clock::now());
     ++k;

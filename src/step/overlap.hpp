@@ -41,17 +41,17 @@ std::vector<Piece> make_pieces(const ModelLayout& layout, std::int64_t sub_group
                                std::int64_t chunk_elems);
 
 struct OverlapBuffers {
-  float* master = nullptr;      // host fp32 master
-  const float* grads = nullptr; // host fp32 gradients
+  float* master = nullptr;       // host fp32 master
+  const float* grads = nullptr;  // host fp32 gradients
   float* exp_avg = nullptr;
   float* exp_avg_sq = nullptr;
-  bf16* host_bf16 = nullptr;    // offload_param: pinned bf16 params; else null
-  bf16* device_params = nullptr;  // copy_back: device bf16 params; else null
+  bf16* host_bf16 = nullptr;            // offload_param: pinned bf16 params; else null
+  bf16* device_params = nullptr;        // copy_back: device bf16 params; else null
   float* temp[2] = {nullptr, nullptr};  // copy_back: the two fp32 device temporaries
 };
 
 struct OverlapEvents {
-  const Events* d2h_end = nullptr;  // per module
+  const Events* d2h_end = nullptr;     // per module
   const Events* copy_start = nullptr;  // per piece (stock numbering); copy_back only
   const Events* copy_end = nullptr;
   const Events* cast_start = nullptr;

@@ -1,8 +1,8 @@
 // Rank placement of the Adam threads (rank_placement.hpp).
 #include "step/rank_placement.hpp"
 
-#include <algorithm>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cstdio>
 #include <fstream>
@@ -60,9 +60,9 @@ RankAdamPlacement place_rank_adam_threads(const RunConfig& config, Arm arm,
                                         local.nodes, allowed_cpu_list(), &notice);
   out.threads = static_cast<int>(out.placement.cpus.size());
   if (out.threads == 0) {  // unpinned (allowed CPUs unknown): an even share of the CPUs
-    out.threads = config.threads > 0 ? config.threads
-                                     : std::max(1, available_cpus() /
-                                                          static_cast<int>(local.nodes.size()));
+    out.threads = config.threads > 0
+                      ? config.threads
+                      : std::max(1, available_cpus() / static_cast<int>(local.nodes.size()));
   }
   if (!notice.empty()) {
     std::fprintf(stderr, "[%s rank %d/%d] notice: %s\n", to_string(arm), host.rank(), host.size(),

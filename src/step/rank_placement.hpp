@@ -36,7 +36,8 @@ struct RankAdamPlacement {
   int threads = 1;
 };
 
-// Exchanges the locations over `host`, chooses this rank's slice among the ranks of its machine (choose_rank_placement:
+// Exchanges the locations over `host`, chooses this rank's slice among the ranks of its machine
+// (choose_rank_placement:
 // --cpu-affinity, else its device's NUMA node, else the allowed CPUs), and prints
 // "[arm rank r/N] Adam threads: T, placement ..." (and any notice) to stderr. A collective.
 RankAdamPlacement place_rank_adam_threads(const RunConfig& config, Arm arm,

@@ -363,7 +363,6 @@ double ArmRunner::backward(StepSample& s) {
   return seconds_since(tb);
 }
 
-
 // --schedule overlap: Adam per piece as its gradients land, overlapped with the copy-back.
 void ArmRunner::optimizer_overlap(int t, Clock::time_point t0, StepSample& s, StepTimes& times) {
   const OverlapTimes o = overlap_->run(t, t0, s);

@@ -11,7 +11,8 @@ namespace {
 
 // Stable thread ids so every arm's tracks line up in the same order in the viewer.
 int track_id(const std::string& track) {
-  static const std::map<std::string, int> ids{{"compute", 1}, {"h2d", 2}, {"d2h", 3}, {"cpu_adam", 4}};
+  static const std::map<std::string, int> ids{
+      {"compute", 1}, {"h2d", 2}, {"d2h", 3}, {"cpu_adam", 4}};
   const auto it = ids.find(track);
   return it == ids.end() ? 9 : it->second;
 }
@@ -25,30 +26,43 @@ nlohmann::json chrome_trace(const std::vector<TracedRun>& runs) {
   int pid = 0;
   for (const auto& run : runs) {
     ++pid;
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", run.label}}}});
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", run.label}}}});
     std::map<std::string, bool> named;
     double step_start_us = 0;
     int step_index = 0;
     for (const auto& sample : run.arm->samples) {
       const bool warm = step_index < run.arm->warmup;
-      events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", 0},
+      events.push_back({{"ph", "X"},
+                        {"pid", pid},
+                        {"tid", 0},
                         {"name", fmt_step_name(step_index, warm)},
-                        {"ts", step_start_us}, {"dur", sample.wall_s * 1e6},
+                        {"ts", step_start_us},
+                        {"dur", sample.wall_s * 1e6},
                         {"args", {{"loss", sample.loss}}}});
       for (const auto& span : sample.spans) {
         if (!named[span.track]) {
           named[span.track] = true;
-          events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid},
-                            {"tid", track_id(span.track)}, {"args", {{"name", span.track}}}});
+          events.push_back({{"ph", "M"},
+                            {"name", "thread_name"},
+                            {"pid", pid},
+                            {"tid", track_id(span.track)},
+                            {"args", {{"name", span.track}}}});
         }
-        events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", track_id(span.track)},
-                          {"name", span.name}, {"ts", step_start_us + span.start_s * 1e6},
+        events.push_back({{"ph", "X"},
+                          {"pid", pid},
+                          {"tid", track_id(span.track)},
+                          {"name", span.name},
+                          {"ts", step_start_us + span.start_s * 1e6},
                           {"dur", span.duration_s * 1e6}});
       }
       step_start_us += sample.wall_s * 1e6;
       ++step_index;
     }
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0},
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid},
+                      {"tid", 0},
                       {"args", {{"name", "steps"}}}});
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
@@ -64,7 +78,8 @@ void write_json_file(const std::string& path, const nlohmann::json& doc, int ind
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw UsageError("cannot write '" + tmp + "': check the directory exists and is writable");
+    if (!out)
+      throw UsageError("cannot write '" + tmp + "': check the directory exists and is writable");
     out << doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     out.flush();
     if (!out) {

@@ -55,7 +55,8 @@ int forbid_new_processes() {
   return_if(__NR_vfork, deny);
 #endif
   f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3));
-  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));  // flags, low word
+  f.push_back(
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));  // flags, low word
   f.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_VM, 1, 0));
   f.push_back(BPF_STMT(BPF_RET | BPF_K, deny));
   f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
@@ -170,9 +171,9 @@ TEST(BadInput, EveryRunFlagRefusesBadValues) {
 
 TEST(BadInput, ConflictingFlagsAreRefused) {
   const std::vector<BadFlag> cases{
-      {{"--hidden", "64", "--hidden", "128"}, "--hidden"},          // given twice
+      {{"--hidden", "64", "--hidden", "128"}, "--hidden"},             // given twice
       {{"--device", "cpu", "--device-index", "1"}, "--device-index"},  // the CPU has only 0
-      {{"--hidden", "64", "adam", "--params", "1000"}, "adam"},  // run flags next to adam
+      {{"--hidden", "64", "adam", "--params", "1000"}, "adam"},        // run flags next to adam
       {{"adam", "--hidden", "64"}, "--hidden"},
       {{"--steps", "3", "compare", "a.json", "b.json"}, "compare"},
   };
@@ -227,15 +228,14 @@ TEST(BadInput, CompareRefusesBadFiles) {
     GTEST_SKIP() << "this build has no compare subcommand (src/compare is covered by "
                     "tests/unit/compare_input_test.cpp)";
   }
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("zob-e2e-compare-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("zob-e2e-compare-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto file = [&dir](const std::string& name, const std::string& text) {
     std::ofstream(dir / name, std::ios::binary) << text;
     return (dir / name).string();
   };
-  const std::string good = file(
-      "good.json", R"({"schema_version": 1, "workload": {"hidden": 64},
+  const std::string good = file("good.json", R"({"schema_version": 1, "workload": {"hidden": 64},
                       "registered": {"step_avg_s": 0.5}, "speedup": null})");
   const std::vector<BadFlag> cases{
       {{"compare", good, (dir / "missing.json").string()}, "missing.json"},
@@ -244,10 +244,10 @@ TEST(BadInput, CompareRefusesBadFiles) {
       {{"compare", good, file("v2.json", R"({"schema_version": 2, "workload": {}})")}, "v2.json"},
       {{"compare", good, file("huge.json", R"({"schema_version": 1e400, "workload": {}})")},
        "huge.json"},
-      {{"compare", good, file("noarms.json", R"({"schema_version": 1, "workload": {"hidden": 64}})")},
-       "noarms.json"},
       {{"compare", good,
-        file("dup.json", R"({"schema_version": 1, "workload": {"hidden": 64},
+        file("noarms.json", R"({"schema_version": 1, "workload": {"hidden": 64}})")},
+       "noarms.json"},
+      {{"compare", good, file("dup.json", R"({"schema_version": 1, "workload": {"hidden": 64},
                             "registered": {}, "registered": {}})")},
        "dup.json"},
       {{"compare", good}, "compare"},

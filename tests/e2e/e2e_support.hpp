@@ -169,9 +169,9 @@ inline nlohmann::json driver_result(const std::string& out) {
   return {};
 }
 
-inline const std::vector<std::string> kSmall{
-    "--device", "cpu", "--hidden", "64",  "--layers", "2", "--batch",  "2",
-    "--seq",    "16",  "--vocab",  "512", "--steps",  "2", "--warmup", "1"};
+inline const std::vector<std::string> kSmall{"--device", "cpu", "--hidden", "64", "--layers", "2",
+                                             "--batch",  "2",   "--seq",    "16", "--vocab",  "512",
+                                             "--steps",  "2",   "--warmup", "1"};
 
 // On an accelerator --repeats defaults to several rounds; the small workload keeps one
 // unless `extra` asks for more, as it fixes --steps and --warmup.
@@ -187,8 +187,8 @@ inline std::vector<std::string> small(std::vector<std::string> extra = {},
 }
 
 // The tiniest workload of the multi-rank tests (one thread per rank: the ranks share 2 CPUs).
-inline const std::vector<std::string> kTiny{"--device", "cpu", "--hidden", "32", "--layers", "2",
-                                            "--batch",  "2",   "--seq",    "8",  "--vocab",  "256",
+inline const std::vector<std::string> kTiny{"--device", "cpu", "--hidden", "32", "--layers",  "2",
+                                            "--batch",  "2",   "--seq",    "8",  "--vocab",   "256",
                                             "--steps",  "2",   "--warmup", "1",  "--threads", "1"};
 
 inline std::vector<std::string> tiny(std::vector<std::string> extra = {}) {

@@ -36,12 +36,32 @@ TEST(E2E, CpuRunSucceedsWithEachArmInItsOwnProcess) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   for (const char* arm : {"registered", "unregistered"}) {
-    for (const char* key :
-         {"register", "device", "model", "params_b", "batch", "seq", "tokens_per_step", "steps",
-          "step_avg_s", "step_min_s", "gpu_peak_gb", "arm", "pid", "loop", "step_times_s",
-          "losses", "warmup", "param_checksum", "registration", "registration_verified",
-          "locked_bytes", "registered_bytes", "register_s", "setup_s", "adam_threads",
-          "device_name"}) {
+    for (const char* key : {"register",
+                            "device",
+                            "model",
+                            "params_b",
+                            "batch",
+                            "seq",
+                            "tokens_per_step",
+                            "steps",
+                            "step_avg_s",
+                            "step_min_s",
+                            "gpu_peak_gb",
+                            "arm",
+                            "pid",
+                            "loop",
+                            "step_times_s",
+                            "losses",
+                            "warmup",
+                            "param_checksum",
+                            "registration",
+                            "registration_verified",
+                            "locked_bytes",
+                            "registered_bytes",
+                            "register_s",
+                            "setup_s",
+                            "adam_threads",
+                            "device_name"}) {
       EXPECT_TRUE(j.at(arm).contains(key)) << arm << "." << key;
     }
     EXPECT_EQ(j.at(arm).at("device"), "cpu");
@@ -62,8 +82,8 @@ TEST(E2E, CpuRunSucceedsWithEachArmInItsOwnProcess) {
 }
 
 TEST(E2E, JsonFileEqualsDriverResult) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("zob-e2e-" + std::to_string(::getpid()) + ".json");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("zob-e2e-" + std::to_string(::getpid()) + ".json");
   const Result r = run_bench(small({"--json", path.string()}));
   expect_no_leftovers();
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -75,12 +95,17 @@ TEST(E2E, JsonFileEqualsDriverResult) {
 
 TEST(E2E, BadFlagsExitTwoWithOneLine) {
   const std::vector<std::vector<std::string>> bad{
-      {"--hidden", "0"},          {"--hidden", "abc"},
-      {"--steps", "0"},           {"--arms", "registered,bogus"},
-      {"--arms", "registered,registered"}, {"--device", "tpu"},
-      {"--bogus-flag"},           {"--json", "/nonexistent-zob-dir/x.json"},
+      {"--hidden", "0"},
+      {"--hidden", "abc"},
+      {"--steps", "0"},
+      {"--arms", "registered,bogus"},
+      {"--arms", "registered,registered"},
+      {"--device", "tpu"},
+      {"--bogus-flag"},
+      {"--json", "/nonexistent-zob-dir/x.json"},
       {"--hidden", "1048576", "--layers", "100000", "--vocab", "2147483647"},
-      {"adam", "--params", "-5"}, {"--timeout", "soon"},
+      {"adam", "--params", "-5"},
+      {"--timeout", "soon"},
       {"--hidden", "65536", "--layers", "1000"}};  // needs far more host memory than any box
   for (const auto& args : bad) {
     SCOPED_TRACE(testing::PrintToString(args));
@@ -102,8 +127,8 @@ TEST(E2E, HelpAndVersionExitZero) {
 }
 
 TEST(E2E, CudaWithoutItsPluginExitsThree) {
-  const auto empty = std::filesystem::temp_directory_path() /
-                     ("zob-e2e-empty-" + std::to_string(::getpid()));
+  const auto empty =
+      std::filesystem::temp_directory_path() / ("zob-e2e-empty-" + std::to_string(::getpid()));
   std::filesystem::create_directories(empty);
   const Result r = run_bench(small({}, "cuda"), {{"ZOB_PLUGIN_DIR", empty.string()}});
   std::filesystem::remove_all(empty);
@@ -121,10 +146,10 @@ TEST(E2E, PluginWithoutDeviceExitsThreeWithItsReason) {
 }
 
 TEST(E2E, AutoFallsBackToCpuWithANotice) {
-  const Result r = run_bench({"--device", "auto", "--hidden", "64", "--layers", "2", "--batch",
-                              "2", "--seq", "16", "--vocab", "512", "--steps", "1", "--warmup",
-                              "0", "--arms", "pageable"},
-                             {{"ZOB_PLUGIN_DIR", ZOB_FAKE_PLUGIN_DIR}});
+  const Result r =
+      run_bench({"--device", "auto", "--hidden", "64", "--layers", "2", "--batch", "2", "--seq",
+                 "16", "--vocab", "512", "--steps", "1", "--warmup", "0", "--arms", "pageable"},
+                {{"ZOB_PLUGIN_DIR", ZOB_FAKE_PLUGIN_DIR}});
   expect_no_leftovers();
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("notice: no accelerator available (cuda: fake plugin"), std::string::npos)
@@ -199,8 +224,7 @@ TEST_P(E2ESignal, StopsTheRunningArmAndExitsWithTheSignalCode) {
   const auto j = driver_result(r.out);
   EXPECT_EQ(j.at("interrupted"), sig == SIGINT ? "SIGINT" : "SIGTERM");
   EXPECT_EQ(j.at("registered").at("ok"), false);
-  EXPECT_NE(j.at("unregistered").at("error").get<std::string>().find("not run"),
-            std::string::npos);
+  EXPECT_NE(j.at("unregistered").at("error").get<std::string>().find("not run"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, E2ESignal, testing::Values(SIGINT, SIGTERM),

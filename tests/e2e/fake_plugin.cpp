@@ -3,7 +3,7 @@
 #include "zob/errors.hpp"
 
 extern "C" zob::Device* zob_backend_create_device(int index) {
-  throw zob::DeviceError(zob::DeviceErrorKind::unavailable,
-                         "fake plugin: no CUDA device (asked for index " +
-                             std::to_string(index) + ")");
+  throw zob::DeviceError(
+      zob::DeviceErrorKind::unavailable,
+      "fake plugin: no CUDA device (asked for index " + std::to_string(index) + ")");
 }

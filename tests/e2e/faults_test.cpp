@@ -67,8 +67,7 @@ std::uint64_t page_rounded(std::uint64_t bytes) {
 int limit_locking() {
   const rlimit one_mib{1 << 20, 1 << 20};
   if (::setrlimit(RLIMIT_MEMLOCK, &one_mib) != 0) return 90;
-  if (::prctl(PR_CAPBSET_READ, CAP_IPC_LOCK) == 1 &&
-      ::prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK) != 0) {
+  if (::prctl(PR_CAPBSET_READ, CAP_IPC_LOCK) == 1 && ::prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK) != 0) {
     return 91;
   }
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -85,10 +84,10 @@ int limit_locking() {
 // A model whose fp32 master alone (2.4 MB) is over the 1 MiB lock limit; runs in well under a
 // second.
 std::vector<std::string> lock_model(std::vector<std::string> extra) {
-  std::vector<std::string> args{"--device", "cpu", "--hidden", "64",  "--layers", "2",
-                                "--batch",  "2",   "--seq",    "16",  "--vocab",  "4096",
-                                "--steps",  "2",   "--warmup", "1",   "--arms",
-                                "registered,unregistered,pageable"};
+  std::vector<std::string> args{
+      "--device", "cpu", "--hidden", "64", "--layers", "2",
+      "--batch",  "2",   "--seq",    "16", "--vocab",  "4096",
+      "--steps",  "2",   "--warmup", "1",  "--arms",   "registered,unregistered,pageable"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -121,14 +120,13 @@ TEST(ResourceFault, MlockRefusedFailsTheLockingArmsAndThePageableArmIsReported) 
     }
   };
   const Result r = run_bench_with(lock_model(has_skip ? std::vector<std::string>{"--skip-preflight"}
-                                                 : std::vector<std::string>{}),
-                             o);
+                                                      : std::vector<std::string>{}),
+                                  o);
   expect_no_leftovers();
   ASSERT_LT(r.rc, 90) << "could not set up the limits: rc " << r.rc;
   EXPECT_EQ(r.rc, 1) << r.err;
   const auto j = driver_result(r.out);
-  const auto master_bytes =
-      page_rounded(j.at("workload").at("params").get<std::uint64_t>() * 4);
+  const auto master_bytes = page_rounded(j.at("workload").at("params").get<std::uint64_t>() * 4);
   for (const char* arm : {"registered", "unregistered"}) {
     SCOPED_TRACE(arm);
     const std::string line = arm_error_line(r, arm);
@@ -162,8 +160,8 @@ TEST(ResourceFault, HostOutOfMemoryNamesTheBufferAndTheBytes) {
 #else
   // 337M parameters: the fp32 master is 1.35 GB, over the 1 GiB address-space limit the
   // children inherit; the benchmark itself needs a fraction of that.
-  const std::vector<std::string> model{"--device", "cpu", "--hidden", "2048", "--layers", "10",
-                                       "--batch",  "1",   "--seq",    "16",   "--vocab",  "512",
+  const std::vector<std::string> model{"--device", "cpu", "--hidden", "2048", "--layers",  "10",
+                                       "--batch",  "1",   "--seq",    "16",   "--vocab",   "512",
                                        "--steps",  "1",   "--warmup", "0",    "--threads", "1"};
   RunOptions o;
   o.before_exec = [] {
@@ -186,8 +184,7 @@ TEST(ResourceFault, HostOutOfMemoryNamesTheBufferAndTheBytes) {
   }
   EXPECT_EQ(r.rc, 1) << r.err;
   const auto j = driver_result(r.out);
-  const auto master_bytes =
-      page_rounded(j.at("workload").at("params").get<std::uint64_t>() * 4);
+  const auto master_bytes = page_rounded(j.at("workload").at("params").get<std::uint64_t>() * 4);
   // Every arm allocates the same master, so both fail, each with the full reason.
   for (const char* arm : {"registered", "unregistered"}) {
     SCOPED_TRACE(arm);
@@ -276,15 +273,16 @@ TEST(ResourceFault, DeviceOutOfMemoryNamesTheBytesAndLeaksNothing) {
   const std::string report = temp_path("leaks-oom");
   std::filesystem::remove(report);
   // Only the unregistered arm's child runs out (its 4th device allocation fails, mid-setup).
-  const Result r = run_bench(
-      small({}, "xpu"), xpu_env(report, {{"FAKE_ZE_FAIL_ALLOC_AFTER", "3"},
-                                         {"FAKE_ZE_FAULT_CMDLINE", "--internal-child unregistered"}}));
+  const Result r =
+      run_bench(small({}, "xpu"),
+                xpu_env(report, {{"FAKE_ZE_FAIL_ALLOC_AFTER", "3"},
+                                 {"FAKE_ZE_FAULT_CMDLINE", "--internal-child unregistered"}}));
   expect_no_leftovers();
   EXPECT_EQ(r.rc, 1) << r.err;
   const std::string line = arm_error_line(r, "unregistered");
   const std::regex bytes(R"(\(\d+ bytes;)");
-  for (const char* part : {"out of memory", "zeMemAllocDevice", "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
-                           "smaller model"}) {
+  for (const char* part : {"out of memory", "zeMemAllocDevice",
+                           "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", "smaller model"}) {
     EXPECT_NE(line.find(part), std::string::npos) << part << " missing from: " << line;
   }
   EXPECT_TRUE(std::regex_search(line, bytes)) << "no byte count in: " << line;
@@ -326,8 +324,7 @@ void expect_interrupted_report(const Result& r) {
   EXPECT_EQ(j.at("registered").at("ok"), false);
   EXPECT_NE(j.at("registered").at("error").get<std::string>().find("interrupted by SIGINT"),
             std::string::npos);
-  EXPECT_NE(j.at("unregistered").at("error").get<std::string>().find("not run"),
-            std::string::npos);
+  EXPECT_NE(j.at("unregistered").at("error").get<std::string>().find("not run"), std::string::npos);
 }
 
 TEST(SignalFault, ChildIgnoringSigintIsKilledAfterTheGrace) {
@@ -335,20 +332,19 @@ TEST(SignalFault, ChildIgnoringSigintIsKilledAfterTheGrace) {
   pid_t child = 0;
   Clock::time_point sent;
   bool alive_after_1s = false;
-  const Result r = run_bench(
-      small(), {{"ZOB_TEST_CHILD_FAULT", "registered:ignore_sigint"}},
-      [&](pid_t parent, const std::string&) {
-        if (stage == 0) {
-          child = ignoring_child(parent);
-          if (child == 0) return false;
-          ::kill(parent, SIGINT);
-          sent = Clock::now();
-          stage = 1;
-        }
-        if (Clock::now() - sent < std::chrono::seconds(1)) return false;
-        alive_after_1s = alive(child);  // the grace: not killed at once
-        return true;
-      });
+  const Result r = run_bench(small(), {{"ZOB_TEST_CHILD_FAULT", "registered:ignore_sigint"}},
+                             [&](pid_t parent, const std::string&) {
+                               if (stage == 0) {
+                                 child = ignoring_child(parent);
+                                 if (child == 0) return false;
+                                 ::kill(parent, SIGINT);
+                                 sent = Clock::now();
+                                 stage = 1;
+                               }
+                               if (Clock::now() - sent < std::chrono::seconds(1)) return false;
+                               alive_after_1s = alive(child);  // the grace: not killed at once
+                               return true;
+                             });
   expect_no_leftovers();
   EXPECT_TRUE(alive_after_1s) << "the child was killed before its grace period";
   expect_interrupted_report(r);
@@ -359,22 +355,22 @@ TEST(SignalFault, SecondSigintKillsAnIgnoringChildAtOnce) {
   pid_t child = 0;
   Clock::time_point first, second;
   bool alive_before_second = false;
-  const Result r = run_bench(
-      small(), {{"ZOB_TEST_CHILD_FAULT", "registered:ignore_sigint"}},
-      [&](pid_t parent, const std::string&) {
-        if (stage == 0) {
-          child = ignoring_child(parent);
-          if (child == 0) return false;
-          ::kill(parent, SIGINT);
-          first = Clock::now();
-          stage = 1;
-        }
-        if (Clock::now() - first < std::chrono::milliseconds(300)) return false;
-        alive_before_second = alive(child);
-        ::kill(parent, SIGINT);
-        second = Clock::now();
-        return true;
-      });
+  const Result r = run_bench(small(), {{"ZOB_TEST_CHILD_FAULT", "registered:ignore_sigint"}},
+                             [&](pid_t parent, const std::string&) {
+                               if (stage == 0) {
+                                 child = ignoring_child(parent);
+                                 if (child == 0) return false;
+                                 ::kill(parent, SIGINT);
+                                 first = Clock::now();
+                                 stage = 1;
+                               }
+                               if (Clock::now() - first < std::chrono::milliseconds(300))
+                                 return false;
+                               alive_before_second = alive(child);
+                               ::kill(parent, SIGINT);
+                               second = Clock::now();
+                               return true;
+                             });
   const double after_second = std::chrono::duration<double>(Clock::now() - second).count();
   expect_no_leftovers();
   EXPECT_TRUE(alive_before_second) << "the first SIGINT already killed the ignoring child";

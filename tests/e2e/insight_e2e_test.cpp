@@ -2,15 +2,15 @@
 // --trace, the pre-flight refusal under a low RLIMIT_MEMLOCK, validation of disagreeing arms,
 // the compare subcommand and --list-devices.
 #include <linux/capability.h>
-#include <sys/resource.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <numeric>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "e2e_support.hpp"
@@ -58,8 +58,8 @@ void expect_interleaved_arms(const std::string& err) {
       order.push_back(line.substr(at + 4, line.find(' ', at + 4) - at - 4));
     }
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"registered", "unregistered", "registered",
-                                             "unregistered"}))
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"registered", "unregistered", "registered", "unregistered"}))
       << err;
 }
 
@@ -111,7 +111,8 @@ void expect_run_figures(const nlohmann::json& j, const std::string& err,
   for (std::size_t k = 0; k < 2; ++k) {
     round_ratio.push_back(round_median["unregistered"][k] / round_median["registered"][k]);
   }
-  const double reg = j.at("registered").at("step_avg_s"), unreg = j.at("unregistered").at("step_avg_s");
+  const double reg = j.at("registered").at("step_avg_s"),
+               unreg = j.at("unregistered").at("step_avg_s");
   EXPECT_NEAR(j.at("speedup").get<double>(), unreg / reg, 1e-12 * unreg / reg);
   EXPECT_NEAR(j.at("speedup_median").get<double>(), median_of(round_ratio), 1e-9);
   const auto& iv = j.at("speedup_interval");
@@ -188,7 +189,7 @@ TEST(Insight, TraceHoldsEveryArmRunOnFourTracks) {
   const auto trace = nlohmann::json::parse(in);
   std::filesystem::remove(path);
   const auto& events = trace.at("traceEvents");
-  std::map<int, std::string> process;               // pid -> label
+  std::map<int, std::string> process;                // pid -> label
   std::map<std::pair<int, int>, std::string> track;  // (pid, tid) -> name
   std::map<std::pair<int, int>, int> spans;
   for (const auto& e : events) {
@@ -269,7 +270,8 @@ TEST(Insight, PreflightRefusesLockingArmsUnderALowMemlockLimit) {
 }
 
 TEST(Insight, DisagreeingArmExitsOneNamingTheFirstDifferingStep) {
-  const Result r = run_bench(small({"--repeats", "2"}), {{"ZOB_TEST_CHILD_FAULT", "unregistered:perturb"}});
+  const Result r =
+      run_bench(small({"--repeats", "2"}), {{"ZOB_TEST_CHILD_FAULT", "unregistered:perturb"}});
   expect_no_leftovers();
   EXPECT_EQ(r.rc, 1) << r.err;
   // warmup 1: the first timed step is step 2.
@@ -341,11 +343,12 @@ TEST(Insight, CompareSavedRunsAndRefuseDifferentWorkloads) {
     std::vector<std::string> args;
     const char* says;
   };
-  for (const Bad& bad : std::vector<Bad>{{{"compare", a, temp_path("missing.json").string()}, "cannot read"},
-                                         {{"compare", a, not_json}, "is not JSON"},
-                                         {{"compare", a, wrong_schema}, "schema_version 99"},
-                                         {{"compare", foreign, a}, "not a zero3-offload-bench result"},
-                                         {{"compare", a}, "at least two"}}) {
+  for (const Bad& bad :
+       std::vector<Bad>{{{"compare", a, temp_path("missing.json").string()}, "cannot read"},
+                        {{"compare", a, not_json}, "is not JSON"},
+                        {{"compare", a, wrong_schema}, "schema_version 99"},
+                        {{"compare", foreign, a}, "not a zero3-offload-bench result"},
+                        {{"compare", a}, "at least two"}}) {
     SCOPED_TRACE(testing::PrintToString(bad.args));
     const Result r = run_bench(bad.args);
     EXPECT_EQ(r.rc, 2);

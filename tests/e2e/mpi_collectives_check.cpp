@@ -58,24 +58,30 @@ int main(int argc, char** argv) {
       zob::MpiCollectives comm(MPI_COMM_WORLD, 30.0, piece);
       int c = 0;
       for (ElemType t : {ElemType::f32, ElemType::bf16}) {
-        for (std::size_t shard : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{4099}}) {
+        for (std::size_t shard :
+             {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{4099}}) {
           ++c;
           ++cases;
           const std::size_t es = zob::elem_size(t);
           std::vector<std::vector<unsigned char>> inputs;
-          for (int r = 0; r < n; ++r) inputs.push_back(input_of(seed, r, c, t, shard * static_cast<std::size_t>(n)));
+          for (int r = 0; r < n; ++r)
+            inputs.push_back(input_of(seed, r, c, t, shard * static_cast<std::size_t>(n)));
           std::vector<float> out(shard, -1.0f), ref(shard), reversed(shard);
           comm.reduce_scatter(inputs[static_cast<std::size_t>(rank)].data(), t, out.data(), shard);
           std::vector<const void*> parts, rev_parts;
-          for (int r = 0; r < n; ++r) parts.push_back(inputs[static_cast<std::size_t>(r)].data() + es * shard * static_cast<std::size_t>(rank));
+          for (int r = 0; r < n; ++r)
+            parts.push_back(inputs[static_cast<std::size_t>(r)].data() +
+                            es * shard * static_cast<std::size_t>(rank));
           rev_parts.assign(parts.rbegin(), parts.rend());
           zob::collectives_detail::sum_in_rank_order(parts.data(), n, t, ref.data(), shard);
-          zob::collectives_detail::sum_in_rank_order(rev_parts.data(), n, t, reversed.data(), shard);
+          zob::collectives_detail::sum_in_rank_order(rev_parts.data(), n, t, reversed.data(),
+                                                     shard);
           if (std::memcmp(out.data(), ref.data(), 4 * shard) != 0) {
             ++failures;
-            std::printf("rank %d: reduce_scatter case %d (%s, %zu elems, piece %zu): differs from "
-                        "the rank-order sum\n", rank, c, t == ElemType::f32 ? "f32" : "bf16",
-                        shard, piece);
+            std::printf(
+                "rank %d: reduce_scatter case %d (%s, %zu elems, piece %zu): differs from "
+                "the rank-order sum\n",
+                rank, c, t == ElemType::f32 ? "f32" : "bf16", shard, piece);
           }
           // The data is such that the order matters: the check above could see a wrong one.
           if (std::memcmp(ref.data(), reversed.data(), 4 * shard) != 0) ++order_sensitive;
@@ -84,7 +90,8 @@ int main(int argc, char** argv) {
           std::vector<unsigned char> full(bytes * static_cast<std::size_t>(n), 0xAB);
           comm.all_gather(inputs[static_cast<std::size_t>(rank)].data(), full.data(), bytes);
           for (int r = 0; r < n; ++r) {
-            if (std::memcmp(full.data() + bytes * static_cast<std::size_t>(r), inputs[static_cast<std::size_t>(r)].data(), bytes) != 0) {
+            if (std::memcmp(full.data() + bytes * static_cast<std::size_t>(r),
+                            inputs[static_cast<std::size_t>(r)].data(), bytes) != 0) {
               ++failures;
               std::printf("rank %d: all_gather case %d: block of rank %d differs\n", rank, c, r);
             }
@@ -106,11 +113,14 @@ int main(int argc, char** argv) {
     failures = total;
     if (sensitive == 0) {
       ++failures;
-      if (rank == 0) std::printf("no case was sensitive to the summation order: the data is too tame\n");
+      if (rank == 0)
+        std::printf("no case was sensitive to the summation order: the data is too tame\n");
     }
     if (rank == 0) {
-      std::printf("mpi_collectives_check: %d ranks, %d cases per rank, %d failures, %d "
-                  "order-sensitive\n", n, cases, failures, sensitive);
+      std::printf(
+          "mpi_collectives_check: %d ranks, %d cases per rank, %d failures, %d "
+          "order-sensitive\n",
+          n, cases, failures, sensitive);
     }
     std::fflush(stdout);
   }

@@ -39,8 +39,16 @@ std::string find_mpirun() {
 // Root may run mpirun only when asked to; vader (shared memory) only, as the ranks share
 // one host and a container may have no usable network interface.
 std::vector<std::string> mpirun_prefix(int np) {
-  return {find_mpirun(), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader",
-          "-np", std::to_string(np)};
+  return {find_mpirun(),
+          "--allow-run-as-root",
+          "--oversubscribe",
+          "--bind-to",
+          "none",
+          "--mca",
+          "btl",
+          "self,vader",
+          "-np",
+          std::to_string(np)};
 }
 
 // Runs argv (argv[0] a path) to completion, at most limit_s, in a process group of its own.
@@ -136,8 +144,8 @@ std::vector<std::string> csv_row_names(const std::string& path) {
 // files, announced in the same order, with the same rows.
 TEST_F(MpiE2E, WritesEveryFileTheForkLauncherWritesInTheSameOrder) {
   const auto outputs = [](const std::string& prefix) {
-    return std::vector<std::string>{"--arms", "registered", "--json", prefix + ".json",
-                                    "--csv", prefix + ".csv", "--plot", prefix + ".svg",
+    return std::vector<std::string>{"--arms",  "registered",          "--json", prefix + ".json",
+                                    "--csv",   prefix + ".csv",       "--plot", prefix + ".svg",
                                     "--trace", prefix + ".trace.json"};
   };
   const std::string fork_prefix = ::testing::TempDir() + "zob_fork_files";
@@ -167,7 +175,8 @@ TEST_F(MpiE2E, ReduceScatterOfThreeRanksIsTheRankOrderSum) {
   const Result r = run_program(args);
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("mpi_collectives_check: 3 ranks, 16 cases per rank, 0 failures"),
-            std::string::npos) << r.out << r.err;
+            std::string::npos)
+      << r.out << r.err;
 #endif
 }
 
@@ -185,11 +194,11 @@ TEST_F(MpiE2E, TwoArmsAreRefusedWithOneLine) {
 }
 
 TEST_F(MpiE2E, GpusDisagreeingWithTheWorldSizeIsRefused) {
-  const Result r = run_mpi_bench(2, tiny({"--launcher", "mpi", "--arms", "registered",
-                                          "--gpus", "3"}));
+  const Result r =
+      run_mpi_bench(2, tiny({"--launcher", "mpi", "--arms", "registered", "--gpus", "3"}));
   EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_EQ(count_of(r.err, "zero3-offload-bench: error: --gpus 3 disagrees with the 2 ranks"),
-            1u) << r.err;
+  EXPECT_EQ(count_of(r.err, "zero3-offload-bench: error: --gpus 3 disagrees with the 2 ranks"), 1u)
+      << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 

@@ -70,8 +70,8 @@ TEST(PlacementE2E, TwoRanksSplitTheAllowedCpus) {
         }
       }
       const std::string line = "[" + std::string(arm) + " rank " + std::to_string(k) +
-                               "/2] Adam threads: " + std::to_string(cpus.size()) +
-                               ", placement " + policy;
+                               "/2] Adam threads: " + std::to_string(cpus.size()) + ", placement " +
+                               policy;
       EXPECT_NE(r.err.find(line), std::string::npos) << line << "\n" << r.err;
     }
     // Neither NUMA node known on the CPU device: the two slices cover the allowed CPUs; a node
@@ -89,8 +89,8 @@ TEST(PlacementE2E, CpuAffinityIsSplitBetweenTheRanks) {
   const std::vector<int> allowed = allowed_cpus();
   if (allowed.size() < 2) GTEST_SKIP() << "needs two allowed CPUs";
   const std::string list = std::to_string(allowed[1]) + "," + std::to_string(allowed[0]);
-  const Result r = run_bench(tiny_ranks({"--gpus", "2", "--cpu-affinity", list, "--threads", "3",
-                                         "--arms", "registered"}));
+  const Result r = run_bench(tiny_ranks(
+      {"--gpus", "2", "--cpu-affinity", list, "--threads", "3", "--arms", "registered"}));
   expect_no_leftovers();
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = driver_result(r.out);
@@ -113,8 +113,8 @@ TEST(PlacementE2E, CpuAffinityShorterThanTheRanksIsRefused) {
   EXPECT_TRUE(r.out.empty()) << r.out;
   const auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
-  EXPECT_NE(lines[0].find("--cpu-affinity " + one + " names 1 CPU for --gpus 2"),
-            std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("--cpu-affinity " + one + " names 1 CPU for --gpus 2"), std::string::npos)
+      << lines[0];
   // Refused by the command line: no device probe, no arm.
   EXPECT_EQ(r.err.find("zero3-offload-bench: device"), std::string::npos) << r.err;
 }

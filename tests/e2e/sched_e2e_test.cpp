@@ -34,8 +34,8 @@ nlohmann::json driver_result(const std::string& out) {
 }
 
 const std::vector<std::string> kTiny{"--device", "cpu", "--hidden", "32", "--layers", "2",
-                                     "--batch", "2", "--seq", "8", "--vocab", "300",
-                                     "--steps", "2", "--warmup", "1"};
+                                     "--batch",  "2",   "--seq",    "8",  "--vocab",  "300",
+                                     "--steps",  "2",   "--warmup", "1"};
 
 std::vector<std::string> tiny(std::vector<std::string> extra) {
   auto args = kTiny;
@@ -45,9 +45,8 @@ std::vector<std::string> tiny(std::vector<std::string> extra) {
 
 TEST(SchedE2E, TwoByTwoSweepUnderOverlap) {
   // P = 2*300*32 + 2*(8*32*32 + 160) = 35968 parameters.
-  const BenchRun r = run_bench(tiny({"--threads", "2", "--schedule", "overlap",
-                                     "--chunk-elems", "1000,30000",
-                                "--sub-group-size", "7000,1000000"}));
+  const BenchRun r = run_bench(tiny({"--threads", "2", "--schedule", "overlap", "--chunk-elems",
+                                     "1000,30000", "--sub-group-size", "7000,1000000"}));
   ASSERT_EQ(r.rc, 0) << r.err;
   std::vector<std::string> headers;
   for (const auto& line : lines_of(r.out)) {
@@ -83,7 +82,8 @@ TEST(SchedE2E, TwoByTwoSweepUnderOverlap) {
       EXPECT_GE(b.at("compute_s").get<double>(), 0);
       EXPECT_NEAR(b.at("bound_s").get<double>(),
                   std::max(b.at("adam_s").get<double>(), b.at("pcie_s").get<double>()) +
-                      b.at("compute_s").get<double>(), 1e-12);
+                      b.at("compute_s").get<double>(),
+                  1e-12);
       EXPECT_GT(b.at("ratio").get<double>(), 0);
       EXPECT_EQ(arm.at("placement").at("policy"), "none");  // the CPU device has no NUMA node
       const double wall = arm.at("wall_s"), setup = arm.at("setup_s");
@@ -103,8 +103,8 @@ TEST(SchedE2E, TwoByTwoSweepUnderOverlap) {
 }
 
 TEST(SchedE2E, CpuAffinityPinsAndIsReported) {
-  const BenchRun r = run_bench(tiny({"--cpu-affinity", "0", "--threads", "1", "--arms",
-                                "unregistered"}));
+  const BenchRun r =
+      run_bench(tiny({"--cpu-affinity", "0", "--threads", "1", "--arms", "unregistered"}));
   ASSERT_EQ(r.rc, 0) << r.err;
   const nlohmann::json j = driver_result(r.out);
   EXPECT_EQ(j.at("unregistered").at("placement").at("policy"), "cpu-affinity");
@@ -115,13 +115,13 @@ TEST(SchedE2E, CpuAffinityPinsAndIsReported) {
 }
 
 TEST(SchedE2E, BadFlagsExitTwoWithOneLine) {
-  for (const auto& extra : std::vector<std::vector<std::string>>{
-           {"--schedule", "eager"},
-           {"--cpu-affinity", "0-70000"},
-           {"--cpu-affinity", "4095"},
-           {"--cpu-affinity", "0", "--threads", "2"},
-           {"--chunk-elems", "1000,0"},
-           {"--sub-group-size", "10,,20"}}) {
+  for (const auto& extra :
+       std::vector<std::vector<std::string>>{{"--schedule", "eager"},
+                                             {"--cpu-affinity", "0-70000"},
+                                             {"--cpu-affinity", "4095"},
+                                             {"--cpu-affinity", "0", "--threads", "2"},
+                                             {"--chunk-elems", "1000,0"},
+                                             {"--sub-group-size", "10,,20"}}) {
     const BenchRun r = run_bench(tiny(extra));
     EXPECT_EQ(r.rc, 2) << extra[0] << " " << extra[1] << "\n" << r.err;
     const auto lines = lines_of(r.err);
@@ -136,10 +136,10 @@ TEST(SchedE2E, BadFlagsExitTwoWithOneLine) {
 // gradients flushed; every arm, both loops, gives stock's losses and checksum; the header and
 // DRIVERRESULT name the schedule.
 TEST(SchedE2E, DeepSpeedScheduleEqualsStockThroughTheBinary) {
-  const std::vector<std::string> shape{"--device", "cpu", "--hidden", "160", "--layers", "2",
-                                       "--batch", "2", "--seq", "8", "--vocab", "700",
-                                       "--steps", "2", "--warmup", "1", "--arms",
-                                       "registered,unregistered,pageable"};
+  const std::vector<std::string> shape{
+      "--device", "cpu", "--hidden", "160", "--layers", "2",
+      "--batch",  "2",   "--seq",    "8",   "--vocab",  "700",
+      "--steps",  "2",   "--warmup", "1",   "--arms",   "registered,unregistered,pageable"};
   for (const std::vector<std::string> loop : {std::vector<std::string>{}, {"--offload-param"}}) {
     auto args = shape;
     args.insert(args.end(), loop.begin(), loop.end());
@@ -149,7 +149,8 @@ TEST(SchedE2E, DeepSpeedScheduleEqualsStockThroughTheBinary) {
     ASSERT_EQ(ds.rc, 0) << ds.err;
     ASSERT_EQ(stock.rc, 0) << stock.err;
     const std::string loop_name = loop.empty() ? "copy_back" : "offload_param";
-    EXPECT_NE(ds.out.find("# step: " + loop_name + " loop, deepspeed schedule"), std::string::npos) << ds.out;
+    EXPECT_NE(ds.out.find("# step: " + loop_name + " loop, deepspeed schedule"), std::string::npos)
+        << ds.out;
     EXPECT_NE(stock.out.find("# step: " + loop_name + " loop, stock schedule"), std::string::npos);
     const nlohmann::json d = driver_result(ds.out), s = driver_result(stock.out);
     for (const char* arm : {"registered", "unregistered", "pageable"}) {
@@ -188,10 +189,11 @@ TEST(SchedE2E, DryRunPrintsThePlanAndThePreflightVerdict) {
   EXPECT_EQ(arms.at("registered").at("device_bytes"), j.at("plan").at("device_bytes"));
   std::remove(json.c_str());
   // A model the host cannot hold: refused with the numbers, exit 2, still nothing run.
-  const BenchRun refused = run_bench({"--device", "cpu", "--dry-run", "--hidden", "65536",
-                                      "--layers", "64"});
+  const BenchRun refused =
+      run_bench({"--device", "cpu", "--dry-run", "--hidden", "65536", "--layers", "64"});
   EXPECT_EQ(refused.rc, 2) << refused.err;
-  EXPECT_NE(refused.out.find("pre-flight: refused: an arm needs"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("pre-flight: refused: an arm needs"), std::string::npos)
+      << refused.out;
   EXPECT_NE(refused.err.find("MemAvailable"), std::string::npos) << refused.err;
 }
 

@@ -42,15 +42,22 @@
 namespace fake_ze {
 namespace {
 
-struct Driver { int tag; } g_driver;
-struct Device { int tag; } g_device;
+struct Driver {
+  int tag;
+} g_driver;
+struct Device {
+  int tag;
+} g_device;
 struct Module {
   std::set<std::string> kernels;  // the SPIR-V's OpEntryPoint names
   void* program = nullptr;        // on PoCL
 };
 
 enum class AllocKind { device, host, memmap };
-struct Alloc { std::size_t size; AllocKind kind; };
+struct Alloc {
+  std::size_t size;
+  AllocKind kind;
+};
 
 std::map<std::uintptr_t, Alloc> g_allocs;
 std::map<std::uintptr_t, std::size_t> g_imports;
@@ -76,7 +83,8 @@ ze_result_t ZE_APICALL Init(ze_init_flags_t flags) {
 
 ze_result_t ZE_APICALL DriverGet(std::uint32_t* count, ze_driver_handle_t* drivers) {
   if (count == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-  if (drivers != nullptr && *count >= 1) drivers[0] = reinterpret_cast<ze_driver_handle_t>(&g_driver);
+  if (drivers != nullptr && *count >= 1)
+    drivers[0] = reinterpret_cast<ze_driver_handle_t>(&g_driver);
   *count = 1;
   return ZE_RESULT_SUCCESS;
 }
@@ -110,8 +118,9 @@ ze_result_t ZE_APICALL DriverGetExtensionProperties(ze_driver_handle_t, std::uin
 // ---- ZEX_driver_import_host_pointer: compute-runtime's semantics, on a range map ----
 ze_result_t zex_driver_ok(ze_driver_handle_t d) {
   if (d == reinterpret_cast<ze_driver_handle_t>(&g_driver)) return ZE_RESULT_SUCCESS;
-  return complain(ZE_RESULT_ERROR_INVALID_NULL_HANDLE,
-                  "zex call with a foreign driver handle (the loader's? use zelLoaderTranslateHandle)");
+  return complain(
+      ZE_RESULT_ERROR_INVALID_NULL_HANDLE,
+      "zex call with a foreign driver handle (the loader's? use zelLoaderTranslateHandle)");
 }
 ze_result_t ZE_APICALL zexImport(ze_driver_handle_t d, void* ptr, std::size_t size) {
   std::lock_guard lock(g_mutex);
@@ -160,25 +169,32 @@ ze_result_t ZE_APICALL DriverGetExtensionFunctionAddress(ze_driver_handle_t, con
   // Test hooks: which executor runs kernels ("pocl" or "cpu"); how many live command lists
   // are on the copy-only group (the backend makes a second for device-to-host copies when
   // the group has two queues); holding every list's commands back (fake_queue.cpp).
-  if (std::strcmp(name, "fakeZeKernelExecutor") == 0) *fn = reinterpret_cast<void*>(&kernel_executor);
-  if (std::strcmp(name, "fakeZeCopyOnlyLists") == 0) *fn = reinterpret_cast<void*>(&copy_only_lists);
+  if (std::strcmp(name, "fakeZeKernelExecutor") == 0)
+    *fn = reinterpret_cast<void*>(&kernel_executor);
+  if (std::strcmp(name, "fakeZeCopyOnlyLists") == 0)
+    *fn = reinterpret_cast<void*>(&copy_only_lists);
   if (std::strcmp(name, "fakeZeHoldLists") == 0) *fn = reinterpret_cast<void*>(&hold_lists);
   if (!env_flag("FAKE_ZE_NO_IMPORT")) {
     if (std::strcmp(name, zob::l0::kZexImportName) == 0) *fn = reinterpret_cast<void*>(&zexImport);
-    if (std::strcmp(name, zob::l0::kZexReleaseName) == 0) *fn = reinterpret_cast<void*>(&zexRelease);
-    if (std::strcmp(name, zob::l0::kZexBaseAddressName) == 0) *fn = reinterpret_cast<void*>(&zexBase);
+    if (std::strcmp(name, zob::l0::kZexReleaseName) == 0)
+      *fn = reinterpret_cast<void*>(&zexRelease);
+    if (std::strcmp(name, zob::l0::kZexBaseAddressName) == 0)
+      *fn = reinterpret_cast<void*>(&zexBase);
   }
   return *fn != nullptr ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_INVALID_ARGUMENT;
 }
 
-ze_result_t ZE_APICALL DeviceGet(ze_driver_handle_t, std::uint32_t* count, ze_device_handle_t* devs) {
+ze_result_t ZE_APICALL DeviceGet(ze_driver_handle_t, std::uint32_t* count,
+                                 ze_device_handle_t* devs) {
   if (count == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   const std::uint32_t have = env_flag("FAKE_ZE_NO_DEVICES") ? 0 : 1;
-  if (devs != nullptr && *count >= 1 && have == 1) devs[0] = reinterpret_cast<ze_device_handle_t>(&g_device);
+  if (devs != nullptr && *count >= 1 && have == 1)
+    devs[0] = reinterpret_cast<ze_device_handle_t>(&g_device);
   *count = have;
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL DeviceGetSubDevices(ze_device_handle_t, std::uint32_t* count, ze_device_handle_t*) {
+ze_result_t ZE_APICALL DeviceGetSubDevices(ze_device_handle_t, std::uint32_t* count,
+                                           ze_device_handle_t*) {
   *count = 0;
   return ZE_RESULT_SUCCESS;
 }
@@ -206,7 +222,8 @@ ze_result_t ZE_APICALL DeviceGetProperties(ze_device_handle_t, ze_device_propert
   std::snprintf(p->name, sizeof p->name, "%s", name != nullptr ? name : "zob fake Level Zero GPU");
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL DeviceGetComputeProperties(ze_device_handle_t, ze_device_compute_properties_t* p) {
+ze_result_t ZE_APICALL DeviceGetComputeProperties(ze_device_handle_t,
+                                                  ze_device_compute_properties_t* p) {
   p->maxTotalGroupSize = 1024;
   p->maxGroupSizeX = p->maxGroupSizeY = p->maxGroupSizeZ = 1024;
   p->maxGroupCountX = p->maxGroupCountY = p->maxGroupCountZ = 0xffffffffu;
@@ -231,7 +248,8 @@ ze_result_t ZE_APICALL DeviceGetCommandQueueGroupProperties(
   const std::uint32_t groups = env_flag("FAKE_ZE_NO_COPY_ENGINE") ? 1 : 2;
   if (p != nullptr) {
     if (*count >= 1) {
-      p[0].flags = ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE | ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY;
+      p[0].flags =
+          ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE | ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY;
       p[0].maxMemoryFillPatternSize = 128;
       p[0].numQueues = 4;
     }
@@ -248,7 +266,8 @@ ze_result_t ZE_APICALL DeviceGetCommandQueueGroupProperties(
 }
 
 // ---------------------------------------------------------------- context and memory
-ze_result_t ZE_APICALL ContextCreate(ze_driver_handle_t, const ze_context_desc_t*, ze_context_handle_t* c) {
+ze_result_t ZE_APICALL ContextCreate(ze_driver_handle_t, const ze_context_desc_t*,
+                                     ze_context_handle_t* c) {
   *c = reinterpret_cast<ze_context_handle_t>(new Context);
   ++g_live.contexts;
   return ZE_RESULT_SUCCESS;
@@ -312,7 +331,8 @@ ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t, const ze_host_mem_alloc
 ze_result_t ZE_APICALL MemFree(ze_context_handle_t c, void* p) {
   std::lock_guard lock(g_mutex);
   auto it = g_allocs.find(reinterpret_cast<std::uintptr_t>(p));
-  if (it == g_allocs.end()) return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeMemFree of an unknown pointer");
+  if (it == g_allocs.end())
+    return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeMemFree of an unknown pointer");
   // Freeing what a queued command may still touch: kept allocated (the worker would write
   // freed memory), and the context is lost so the caller's next call fails.
   auto* ctx = reinterpret_cast<Context*>(c);
@@ -352,8 +372,9 @@ struct BuildLog {
 };
 // The SPIR-V is checked for its entry points, then (unless FAKE_ZE_KERNELS=cpu) handed to
 // PoCL: a module PoCL cannot build fails here, with PoCL's log as the build log.
-ze_result_t ZE_APICALL ModuleCreate(ze_context_handle_t, ze_device_handle_t, const ze_module_desc_t* desc,
-                                    ze_module_handle_t* out, ze_module_build_log_handle_t* log) {
+ze_result_t ZE_APICALL ModuleCreate(ze_context_handle_t, ze_device_handle_t,
+                                    const ze_module_desc_t* desc, ze_module_handle_t* out,
+                                    ze_module_build_log_handle_t* log) {
   if (log != nullptr) *log = nullptr;
   auto module = std::make_unique<Module>();
   if (desc->format != ZE_MODULE_FORMAT_IL_SPIRV ||
@@ -364,7 +385,8 @@ ze_result_t ZE_APICALL ModuleCreate(ze_context_handle_t, ze_device_handle_t, con
     module->program = pocl_program(desc->pInputModule, desc->inputSize, &why);
     if (module->program == nullptr) {
       if (log != nullptr)
-        *log = reinterpret_cast<ze_module_build_log_handle_t>(new BuildLog{"fake-ze (PoCL): " + why});
+        *log =
+            reinterpret_cast<ze_module_build_log_handle_t>(new BuildLog{"fake-ze (PoCL): " + why});
       return complain(ZE_RESULT_ERROR_MODULE_BUILD_FAILURE, "PoCL cannot build the module: " + why);
     }
   }
@@ -381,13 +403,15 @@ ze_result_t ZE_APICALL BuildLogDestroy(ze_module_build_log_handle_t l) {
   delete reinterpret_cast<BuildLog*>(l);
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL BuildLogGetString(ze_module_build_log_handle_t l, std::size_t* size, char* s) {
+ze_result_t ZE_APICALL BuildLogGetString(ze_module_build_log_handle_t l, std::size_t* size,
+                                         char* s) {
   const std::string& text = reinterpret_cast<BuildLog*>(l)->text;
   if (s != nullptr && *size > 0) std::snprintf(s, *size, "%s", text.c_str());
   *size = text.size() + 1;
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL KernelCreate(ze_module_handle_t m, const ze_kernel_desc_t* desc, ze_kernel_handle_t* out) {
+ze_result_t ZE_APICALL KernelCreate(ze_module_handle_t m, const ze_kernel_desc_t* desc,
+                                    ze_kernel_handle_t* out) {
   const auto* module = reinterpret_cast<Module*>(m);
   if (module->kernels.count(desc->pKernelName) == 0) return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;
   if (!kernel_known(desc->pKernelName))
@@ -405,7 +429,8 @@ ze_result_t ZE_APICALL KernelDestroy(ze_kernel_handle_t k) {
   --g_live.kernels;
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL KernelSetGroupSize(ze_kernel_handle_t k, std::uint32_t x, std::uint32_t y, std::uint32_t z) {
+ze_result_t ZE_APICALL KernelSetGroupSize(ze_kernel_handle_t k, std::uint32_t x, std::uint32_t y,
+                                          std::uint32_t z) {
   auto& l = *reinterpret_cast<KernelLaunch*>(k);
   l.group_size[0] = x;
   l.group_size[1] = y;

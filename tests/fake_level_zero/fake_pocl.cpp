@@ -49,7 +49,8 @@ Runtime& runtime() {
     cl_uint n = 0;
     if (clGetPlatformIDs(1, &r->platform, &n) != CL_SUCCESS || n == 0) {
       r->error = "no OpenCL platform (install pocl-opencl-icd)";
-    } else if (clGetDeviceIDs(r->platform, CL_DEVICE_TYPE_ALL, 1, &r->device, &n) != CL_SUCCESS || n == 0) {
+    } else if (clGetDeviceIDs(r->platform, CL_DEVICE_TYPE_ALL, 1, &r->device, &n) != CL_SUCCESS ||
+               n == 0) {
       r->error = "the OpenCL platform has no device";
     } else {
       cl_int err = 0;
@@ -77,8 +78,8 @@ std::string temp_path(const char* suffix) {
 std::string spirv_to_bitcode(const std::uint8_t* spirv, std::size_t size, std::string* bitcode) {
   const std::string in = temp_path(".spv"), out = temp_path(".bc");
   if (in.empty() || out.empty()) return "cannot create a temporary file";
-  std::ofstream(in, std::ios::binary).write(reinterpret_cast<const char*>(spirv),
-                                            static_cast<std::streamsize>(size));
+  std::ofstream(in, std::ios::binary)
+      .write(reinterpret_cast<const char*>(spirv), static_cast<std::streamsize>(size));
   const std::string tool = FAKE_ZE_LLVM_SPIRV;
   std::vector<std::string> args = {tool, "-r", "--spirv-target-env=CL1.2", in, "-o", out};
   std::vector<char*> argv;
@@ -128,11 +129,13 @@ void* pocl_program(const std::uint8_t* spirv, std::size_t size, std::string* log
   static auto* cache = new std::map<std::string, cl_program>;  // by SPIR-V bytes
   std::lock_guard lock(mutex);
   Runtime& rt = runtime();
-  if (!rt.error.empty()) return *log = rt.error + " (FAKE_ZE_KERNELS=cpu runs the CPU reference instead)", nullptr;
+  if (!rt.error.empty())
+    return *log = rt.error + " (FAKE_ZE_KERNELS=cpu runs the CPU reference instead)", nullptr;
   std::string key(reinterpret_cast<const char*>(spirv), size);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   std::string bitcode;
-  if (std::string why = spirv_to_bitcode(spirv, size, &bitcode); !why.empty()) return *log = why, nullptr;
+  if (std::string why = spirv_to_bitcode(spirv, size, &bitcode); !why.empty())
+    return *log = why, nullptr;
   const auto* bytes = reinterpret_cast<const unsigned char*>(bitcode.data());
   const std::size_t n = bitcode.size();
   cl_int err = 0, status = 0;
@@ -151,18 +154,22 @@ std::string pocl_run(void* program, const KernelLaunch& launch, const KernelPlan
   thread_local ThreadState ts;
   Runtime& rt = runtime();
   cl_int err = 0;
-  if (ts.queue == nullptr) ts.queue = clCreateCommandQueueWithProperties(rt.context, rt.device, nullptr, &err);
+  if (ts.queue == nullptr)
+    ts.queue = clCreateCommandQueueWithProperties(rt.context, rt.device, nullptr, &err);
   if (ts.queue == nullptr) return "clCreateCommandQueue: " + std::to_string(err);
   cl_kernel& k = ts.kernels[{program, launch.name}];
   if (k == nullptr) k = clCreateKernel(static_cast<cl_program>(program), launch.name.c_str(), &err);
   if (k == nullptr) return "clCreateKernel(" + launch.name + "): " + std::to_string(err);
   for (std::uint32_t i = 0; i < launch.args.size(); ++i) {
     const auto& bytes = launch.args[i];
-    const bool pointer = std::find(plan.pointer_args.begin(), plan.pointer_args.end(), i) != plan.pointer_args.end();
+    const bool pointer =
+        std::find(plan.pointer_args.begin(), plan.pointer_args.end(), i) != plan.pointer_args.end();
     void* value = nullptr;
     if (pointer) std::memcpy(&value, bytes.data(), sizeof value);
-    err = pointer ? clSetKernelArgSVMPointer(k, i, value) : clSetKernelArg(k, i, bytes.size(), bytes.data());
-    if (err != CL_SUCCESS) return "clSetKernelArg " + std::to_string(i) + ": " + std::to_string(err);
+    err = pointer ? clSetKernelArgSVMPointer(k, i, value)
+                  : clSetKernelArg(k, i, bytes.size(), bytes.data());
+    if (err != CL_SUCCESS)
+      return "clSetKernelArg " + std::to_string(i) + ": " + std::to_string(err);
   }
   const std::uint32_t counts[3] = {launch.groups.groupCountX, launch.groups.groupCountY,
                                    launch.groups.groupCountZ};

@@ -47,14 +47,14 @@ struct Command {
   std::string what;
   std::vector<Event*> waits;
   Event* signal = nullptr;
-  Event* reset = nullptr;  // zeCommandListAppendEventReset
-  bool barrier = false;    // zeCommandListAppendBarrier: completes what was appended before it
-  bool timed = true;       // advances the deterministic clock
-  std::uint64_t seq = 0;   // its number on its list, from 1 in append order
+  Event* reset = nullptr;    // zeCommandListAppendEventReset
+  bool barrier = false;      // zeCommandListAppendBarrier: completes what was appended before it
+  bool timed = true;         // advances the deterministic clock
+  std::uint64_t seq = 0;     // its number on its list, from 1 in append order
   std::uint64_t number = 0;  // its number among all commands (race_appended)
-  Clock host;              // what the host had seen complete when it was appended
-  Clock now;               // what it knows complete when it starts
-  Body body;               // "" or why it failed
+  Clock host;                // what the host had seen complete when it was appended
+  Clock now;                 // what it knows complete when it starts
+  Body body;                 // "" or why it failed
 };
 
 // Started commands held back at most: the window in which a list completes out of order.
@@ -200,7 +200,8 @@ void worker(CommandList* cl) {
 }
 
 // Queues a command on `cl` (caller holds g_mutex): checks what can be checked now.
-ze_result_t enqueue(ze_command_list_handle_t h, Command c, std::uint32_t n, ze_event_handle_t* waits) {
+ze_result_t enqueue(ze_command_list_handle_t h, Command c, std::uint32_t n,
+                    ze_event_handle_t* waits) {
   if (h == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   auto* cl = reinterpret_cast<CommandList*>(h);
   if (!cl->ctx->lost.empty()) return ZE_RESULT_ERROR_DEVICE_LOST;
@@ -209,8 +210,9 @@ ze_result_t enqueue(ze_command_list_handle_t h, Command c, std::uint32_t n, ze_e
     auto* e = reinterpret_cast<Event*>(waits[i]);
     if (e == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (!e->signaled && e->pending_signals == 0)
-      return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT,
-                      c.what + " waits on an event that nothing will signal: a real device would hang");
+      return complain(
+          ZE_RESULT_ERROR_INVALID_ARGUMENT,
+          c.what + " waits on an event that nothing will signal: a real device would hang");
     c.waits.push_back(e);
   }
   if (c.signal != nullptr) ++c.signal->pending_signals;
@@ -303,8 +305,8 @@ ze_result_t ZE_APICALL AppendBarrier(ze_command_list_handle_t cl, ze_event_handl
 }
 
 ze_result_t ZE_APICALL AppendMemoryCopy(ze_command_list_handle_t cl, void* dst, const void* src,
-                                        std::size_t size, ze_event_handle_t signal,
-                                        std::uint32_t n, ze_event_handle_t* waits) {
+                                        std::size_t size, ze_event_handle_t signal, std::uint32_t n,
+                                        ze_event_handle_t* waits) {
   std::lock_guard lock(g_mutex);
   if (!copy_side_ok(dst, size) || !copy_side_ok(src, size))
     return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "copy outside a device allocation");
@@ -342,7 +344,8 @@ ze_result_t ZE_APICALL AppendMemoryFill(ze_command_list_handle_t cl, void* dst, 
       if (auto r = race_check({{d, d + size, true}}, list, seq, now, what); !r.empty()) return r;
     }
     auto* out = static_cast<unsigned char*>(dst);
-    for (std::size_t i = 0; i < size; i += bytes.size()) std::memcpy(out + i, bytes.data(), bytes.size());
+    for (std::size_t i = 0; i < size; i += bytes.size())
+      std::memcpy(out + i, bytes.data(), bytes.size());
     return std::string();
   };
   return enqueue(cl, make(what, signal, body), n, waits);
@@ -352,7 +355,8 @@ ze_result_t ZE_APICALL AppendSignalEvent(ze_command_list_handle_t cl, ze_event_h
   std::lock_guard lock(g_mutex);
   return enqueue(cl, make("signal", e), 0, nullptr);
 }
-ze_result_t ZE_APICALL AppendWaitOnEvents(ze_command_list_handle_t cl, std::uint32_t n, ze_event_handle_t* w) {
+ze_result_t ZE_APICALL AppendWaitOnEvents(ze_command_list_handle_t cl, std::uint32_t n,
+                                          ze_event_handle_t* w) {
   std::lock_guard lock(g_mutex);
   return enqueue(cl, make("wait on events"), n, w);
 }
@@ -370,7 +374,8 @@ ze_result_t ZE_APICALL AppendLaunchKernel(ze_command_list_handle_t h, ze_kernel_
                                           std::uint32_t n, ze_event_handle_t* waits) {
   std::lock_guard lock(g_mutex);
   if (h != nullptr && reinterpret_cast<CommandList*>(h)->copy_only)
-    return complain(ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE, "kernel launched on a copy-only list");
+    return complain(ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE,
+                    "kernel launched on a copy-only list");
   if (k == nullptr || groups == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   // Immediate lists take the arguments at append time: the launch is copied now.
   KernelLaunch launch = *reinterpret_cast<const KernelLaunch*>(k);
@@ -395,7 +400,8 @@ ze_result_t ZE_APICALL AppendLaunchKernel(ze_command_list_handle_t h, ze_kernel_
 
 // ---------------------------------------------------------------- events
 ze_result_t ZE_APICALL EventPoolCreate(ze_context_handle_t ctx, const ze_event_pool_desc_t* desc,
-                                       std::uint32_t, ze_device_handle_t*, ze_event_pool_handle_t* out) {
+                                       std::uint32_t, ze_device_handle_t*,
+                                       ze_event_pool_handle_t* out) {
   *out = reinterpret_cast<ze_event_pool_handle_t>(
       new EventPool{reinterpret_cast<Context*>(ctx),
                     (desc->flags & ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP) != 0, desc->count});
@@ -407,7 +413,8 @@ ze_result_t ZE_APICALL EventPoolDestroy(ze_event_pool_handle_t p) {
   --g_live.event_pools;
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL EventCreate(ze_event_pool_handle_t p, const ze_event_desc_t* desc, ze_event_handle_t* out) {
+ze_result_t ZE_APICALL EventCreate(ze_event_pool_handle_t p, const ze_event_desc_t* desc,
+                                   ze_event_handle_t* out) {
   auto* pool = reinterpret_cast<EventPool*>(p);
   if (desc->index >= pool->count) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
   auto* e = new Event;
@@ -476,7 +483,8 @@ ze_result_t ZE_APICALL EventHostReset(ze_event_handle_t h) {
   e->signaled = false;
   return ZE_RESULT_SUCCESS;
 }
-ze_result_t ZE_APICALL EventQueryKernelTimestamp(ze_event_handle_t h, ze_kernel_timestamp_result_t* out) {
+ze_result_t ZE_APICALL EventQueryKernelTimestamp(ze_event_handle_t h,
+                                                 ze_kernel_timestamp_result_t* out) {
   std::lock_guard lock(g_mutex);
   Event* e = as_event(h);
   if (!e->pool->timestamps) return ZE_RESULT_ERROR_INVALID_ARGUMENT;

@@ -35,7 +35,6 @@ constexpr int kFreed = -1;  // the "list" of a range freed with commands pending
 
 bool overlap(const Access& a, const Access& b) { return a.begin < b.end && b.begin < a.end; }
 
-
 std::string describe(const Past& p, const Access& a, int list, const std::string& what) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
@@ -53,7 +52,8 @@ void apply_forgets() {
   const std::uint64_t oldest_unrun = g_unrun.empty() ? UINT64_MAX : *g_unrun.begin();
   while (!g_forgets.empty() && g_forgets.front().appended < oldest_unrun) {
     const Clock& host = g_forgets.front().host;
-    std::erase_if(g_past, [&](const Past& p) { return p.list != kFreed && covers(host, p.list, p.epoch); });
+    std::erase_if(g_past,
+                  [&](const Past& p) { return p.list != kFreed && covers(host, p.list, p.epoch); });
     g_forgets.pop_front();
   }
 }
@@ -103,8 +103,8 @@ std::string race_check_free(std::uintptr_t p, std::size_t bytes, const Clock& ho
   const Access freed{p, p + bytes, true};
   for (const Past& past : g_past)
     if (overlap(past.access, freed) && !covers(host, past.list, past.epoch))
-      return "zeMemFree of [" + std::to_string(p) + ", +" + std::to_string(bytes) +
-             ") while '" + past.what + "' on list " + std::to_string(past.list) +
+      return "zeMemFree of [" + std::to_string(p) + ", +" + std::to_string(bytes) + ") while '" +
+             past.what + "' on list " + std::to_string(past.list) +
              " may still use it (the host never waited for it)";
   std::erase_if(g_past, [&](const Past& past) { return overlap(past.access, freed); });
   return {};
@@ -115,7 +115,8 @@ void race_mark_freed(std::uintptr_t p, std::size_t bytes) {
 }
 
 void race_unmark_freed(std::uintptr_t p) {
-  std::erase_if(g_past, [&](const Past& past) { return past.list == kFreed && past.access.begin == p; });
+  std::erase_if(g_past,
+                [&](const Past& past) { return past.list == kFreed && past.access.begin == p; });
 }
 
 std::uint64_t race_appended() {

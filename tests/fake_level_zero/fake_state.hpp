@@ -3,14 +3,14 @@
 // asynchronous device: every immediate command list executes its commands on its own worker
 // thread; commands start in submission order but complete in any order the specification
 // allows (a seeded shuffle of the commands between barriers, fake_queue.cpp); events are
-// signaled when the work is done and host waits block until then. Kernels run the module's SPIR-V on PoCL (fake_pocl.cpp), or, when asked with
-// FAKE_ZE_KERNELS=cpu, the zob::cpu reference. A happens-before checker (fake_race.cpp) turns
-// any two commands that touch the same bytes without a barrier, an event or a host wait
-// ordering them into an error, on one list as on two.
+// signaled when the work is done and host waits block until then. Kernels run the module's SPIR-V
+// on PoCL (fake_pocl.cpp), or, when asked with FAKE_ZE_KERNELS=cpu, the zob::cpu reference. A
+// happens-before checker (fake_race.cpp) turns any two commands that touch the same bytes without a
+// barrier, an event or a host wait ordering them into an error, on one list as on two.
 #pragma once
+#include <level_zero/ze_ddi.h>
 #include <level_zero/zes_ddi.h>
 #include <level_zero/zet_ddi.h>
-#include <level_zero/ze_ddi.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -44,7 +44,6 @@ long long env_num(const char* name, long long fallback);
 std::uint32_t copy_engine_count();
 // Prints "fake-ze: what" on stderr and returns r.
 ze_result_t complain(ze_result_t r, const std::string& what);
-
 
 // One lock for the whole fake, and one condition variable that is notified whenever an event
 // is signaled, a command is queued or a context is lost: the state is plain maps, and the
@@ -163,14 +162,26 @@ void race_unmark_freed(std::uintptr_t p);
 // initialisation and no destructor, so the at-exit leak report (fake_hooks.cpp) can read them
 // whatever the order of static destruction.
 struct Live {
-  std::atomic<long> allocs{0}, imports{0}, contexts{0}, command_lists{0}, event_pools{0},
-      events{0}, modules{0}, kernels{0};
+  std::atomic<long> allocs{0}, imports{0}, contexts{0}, command_lists{0}, event_pools{0}, events{0},
+      modules{0}, kernels{0};
   std::atomic<long> copy_only_lists{0};  // of command_lists, those on the copy-only group
   std::atomic<unsigned long long> alloc_bytes{0}, import_bytes{0};
-  void add_alloc(std::size_t bytes) { ++allocs; alloc_bytes += bytes; }
-  void remove_alloc(std::size_t bytes) { --allocs; alloc_bytes -= bytes; }
-  void add_import(std::size_t bytes) { ++imports; import_bytes += bytes; }
-  void remove_import(std::size_t bytes) { --imports; import_bytes -= bytes; }
+  void add_alloc(std::size_t bytes) {
+    ++allocs;
+    alloc_bytes += bytes;
+  }
+  void remove_alloc(std::size_t bytes) {
+    --allocs;
+    alloc_bytes -= bytes;
+  }
+  void add_import(std::size_t bytes) {
+    ++imports;
+    import_bytes += bytes;
+  }
+  void remove_import(std::size_t bytes) {
+    --imports;
+    import_bytes -= bytes;
+  }
 };
 extern Live g_live;
 

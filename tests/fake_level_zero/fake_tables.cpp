@@ -23,10 +23,10 @@ ze_result_t get_table(ze_api_version_t version, T* table, void (*fill)(T*)) {
 
 }  // namespace
 
-#define FAKE_TABLE(fn, type, filler)                                               \
-  extern "C" __attribute__((visibility("default"))) ze_result_t ZE_APICALL fn(     \
-      ze_api_version_t version, type* table) {                                     \
-    return get_table<type>(version, table, filler);                                \
+#define FAKE_TABLE(fn, type, filler)                                           \
+  extern "C" __attribute__((visibility("default"))) ze_result_t ZE_APICALL fn( \
+      ze_api_version_t version, type* table) {                                 \
+    return get_table<type>(version, table, filler);                            \
   }
 
 using fake_ze::fake_fill;
@@ -70,7 +70,8 @@ FAKE_TABLE(zetGetDebugProcAddrTable, zet_debug_dditable_t, fake_leave_empty)
 FAKE_TABLE(zesGetDriverProcAddrTable, zes_driver_dditable_t, fake_leave_empty)
 FAKE_TABLE(zesGetDeviceProcAddrTable, zes_device_dditable_t, fake_leave_empty)
 FAKE_TABLE(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t, fake_leave_empty)
-FAKE_TABLE(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t, fake_leave_empty)
+FAKE_TABLE(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t,
+           fake_leave_empty)
 FAKE_TABLE(zesGetPowerProcAddrTable, zes_power_dditable_t, fake_leave_empty)
 FAKE_TABLE(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t, fake_leave_empty)
 FAKE_TABLE(zesGetEngineProcAddrTable, zes_engine_dditable_t, fake_leave_empty)

@@ -37,7 +37,9 @@ DeviceError device_error(F&& f) {
   return DeviceError(DeviceErrorKind::runtime, "<none>");
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(LevelZeroDevice, CreatesTheFakeGpu) {
   LevelZeroDevice dev(0);
@@ -167,7 +169,8 @@ TEST(LevelZeroDevice, AQueueStaysInOrderAcrossItsCopyAndKernelLists) {
     dev.cast_f32_to_bf16(d, h, static_cast<std::int64_t>(n), q);
     dev.copy_to_host(q, got.data(), h, n * 2);
     dev.synchronize();
-    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i].bits, f32_to_bf16(f[i]).bits) << to_string(q) << " " << i;
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i].bits, f32_to_bf16(f[i]).bits) << to_string(q) << " " << i;
     f[rng() % n] += 1.0f;  // the next round must not pass on the previous round's values
   }
   dev.deallocate(d);
@@ -331,11 +334,11 @@ TEST(LevelZeroDevice, ElapsedTimeIsMaskedAndScaledByTimerResolution) {
   auto start = dev.create_event();
   auto end = dev.create_event();
   dev.record(*start, Queue::h2d);
-  dev.copy_to_device(Queue::h2d, d, host.data(), host.size());                 // 1 command
+  dev.copy_to_device(Queue::h2d, d, host.data(), host.size());  // 1 command
   dev.fill_zero(Queue::h2d, d, 1024);  // a barrier orders it after the copy:     2, 3
   dev.cast_bf16_to_f32(static_cast<bf16*>(d), static_cast<float*>(d) + 512, 256, Queue::h2d);
   // ^ on the h2d queue's kernel list: a barrier + wait to switch lists, then the kernel: 4, 5, 6
-  dev.record(*end, Queue::h2d);                                                // 7 (ends there)
+  dev.record(*end, Queue::h2d);  // 7 (ends there)
   dev.event_synchronize(*end);
   const double expected = 7 * 1000 / 19.2e6;
   EXPECT_NEAR(dev.elapsed_seconds(*start, *end), expected, 1e-12);

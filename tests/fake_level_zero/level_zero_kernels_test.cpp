@@ -57,7 +57,8 @@ TEST_F(LevelZeroKernels, GemmAllTransposes) {
     dev.gemm(GemmArgs{ta, tb, m, n, k, da.get(), lda, db.get(), ldb, dc.get(), ldc});
     cpu::gemm(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, nullptr);
     // fp32 sums in another order, one rounding to bf16: one bf16 ulp plus a little.
-    EXPECT_EQ(count_far(dc.read(), c, kBf16Ulp, 1e-3f), 0u) << "trans_a " << ta << " trans_b " << tb;
+    EXPECT_EQ(count_far(dc.read(), c, kBf16Ulp, 1e-3f), 0u)
+        << "trans_a " << ta << " trans_b " << tb;
   }
 }
 
@@ -87,7 +88,8 @@ TEST_F(LevelZeroKernels, EmbeddingForwardAndBackward) {
   auto dtab = test::random_bf16(static_cast<std::size_t>(vocab * hidden), rng);  // rows kept
   Buffer<std::int32_t> du(dev, uniq), doff(dev, offsets), dpos(dev, positions);
   Buffer<bf16> dgrad(dev, grad), ddtab(dev, dtab);
-  const EmbeddingGradIndex index{du.get(), doff.get(), dpos.get(), static_cast<std::int64_t>(uniq.size())};
+  const EmbeddingGradIndex index{du.get(), doff.get(), dpos.get(),
+                                 static_cast<std::int64_t>(uniq.size())};
   dev.embedding_backward(index, dgrad.get(), ddtab.get(), hidden);
   cpu::embedding_backward(uniq.data(), offsets.data(), positions.data(), index.n_unique,
                           grad.data(), dtab.data(), hidden, nullptr);
@@ -99,7 +101,8 @@ TEST_F(LevelZeroKernels, BiasGeluResidualFill) {
   auto y = test::random_bf16(static_cast<std::size_t>(n), rng);
   auto bias = test::random_bf16(static_cast<std::size_t>(cols), rng);
   auto other = test::random_bf16(static_cast<std::size_t>(n), rng);
-  Buffer<bf16> dy(dev, y), dbias(dev, bias), dother(dev, other), dact(dev, static_cast<std::size_t>(n));
+  Buffer<bf16> dy(dev, y), dbias(dev, bias), dother(dev, other),
+      dact(dev, static_cast<std::size_t>(n));
 
   dev.bias_add(dy.get(), dbias.get(), rows, cols);
   cpu::bias_add(y.data(), bias.data(), rows, cols, nullptr);
@@ -168,7 +171,8 @@ TEST_F(LevelZeroKernels, CastsOnEveryQueue) {
     cpu::cast_bf16_to_f32(want.data(), want_back.data(), n, nullptr);
     EXPECT_TRUE(test::same_bits(dst.read(), want)) << to_string(q);
     const auto got_back = back.read();
-    EXPECT_EQ(std::memcmp(got_back.data(), want_back.data(), want_back.size() * 4), 0) << to_string(q);
+    EXPECT_EQ(std::memcmp(got_back.data(), want_back.data(), want_back.size() * 4), 0)
+        << to_string(q);
   }
 }
 

@@ -52,7 +52,8 @@ void launch(Cl& cl, cl_kernel k, std::size_t gx, std::size_t gy, std::size_t lx,
   cl_uint i = 0;
   (clSetKernelArg(k, i++, sizeof(A), &args), ...);
   const std::size_t global[2] = {gx, gy}, local[2] = {lx, ly};
-  if (!ok(clEnqueueNDRangeKernel(cl.queue, k, 2, nullptr, global, local, 0, nullptr, nullptr), "launch"))
+  if (!ok(clEnqueueNDRangeKernel(cl.queue, k, 2, nullptr, global, local, 0, nullptr, nullptr),
+          "launch"))
     std::exit(1);
 }
 
@@ -100,7 +101,8 @@ int main(int argc, char** argv) {
     return clCreateBuffer(cl.ctx, CL_MEM_READ_WRITE | (init ? CL_MEM_COPY_HOST_PTR : 0), bytes,
                           const_cast<void*>(init), &err);
   };
-  cl_mem a = buffer(M * K * 2, bf.data()), b = buffer(K * N * 2, bf.data()), c = buffer(M * N * 2, nullptr);
+  cl_mem a = buffer(M * K * 2, bf.data()), b = buffer(K * N * 2, bf.data()),
+         c = buffer(M * N * 2, nullptr);
   cl_mem x = buffer(E * 2, bf.data()), y = buffer(E * 2, bf.data()), f = buffer(E * 4, f32.data());
   cl_mem partials = buffer(512 * 4, nullptr), result = buffer(4, nullptr);
 
@@ -109,16 +111,19 @@ int main(int argc, char** argv) {
   for (int v = 0; v < 2; ++v) {
     const std::string dir = argv[1 + v];
     const bool fresh = v == 1;
-    cl_program pg = build(cl, dir, "gemm"), pe = build(cl, dir, "elementwise"), pr = build(cl, dir, "reduce");
+    cl_program pg = build(cl, dir, "gemm"), pe = build(cl, dir, "elementwise"),
+               pr = build(cl, dir, "reduce");
     cl_kernel gemm = clCreateKernel(pg, "gemm", &err);
     cl_kernel cast = clCreateKernel(pe, "cast_f32_to_bf16", &err);
     cl_kernel radd = clCreateKernel(pe, "residual_add", &err);
     const cl_int no = 0;
     t[v][0] = median_seconds(cl, repeats, [&] {
-      if (fresh) launch(cl, gemm, up(N, 64) / 4, up(M, 64) / 4, 16, 16, no, no, M, N, K, a, K, b, N, c, N);
+      if (fresh)
+        launch(cl, gemm, up(N, 64) / 4, up(M, 64) / 4, 16, 16, no, no, M, N, K, a, K, b, N, c, N);
       else launch(cl, gemm, up(N, 16), up(M, 16), 16, 16, no, no, M, N, K, a, K, b, N, c, N);
     });
-    const std::size_t items = fresh ? up(static_cast<std::size_t>(E) / 4, 256) : static_cast<std::size_t>(E);
+    const std::size_t items =
+        fresh ? up(static_cast<std::size_t>(E) / 4, 256) : static_cast<std::size_t>(E);
     t[v][1] = median_seconds(cl, repeats, [&] { launch(cl, cast, items, 1, 256, 1, f, x, E); });
     t[v][2] = median_seconds(cl, repeats, [&] { launch(cl, radd, items, 1, 256, 1, x, y, E); });
     if (fresh) {
@@ -134,7 +139,8 @@ int main(int argc, char** argv) {
       t[v][3] = median_seconds(cl, repeats, [&] { launch(cl, sum, 256, 1, 256, 1, x, E, result); });
     }
   }
-  const char* names[4] = {"gemm (512^3, NN)", "cast_f32_to_bf16 (16M)", "residual_add (16M)", "sum (16M)"};
+  const char* names[4] = {"gemm (512^3, NN)", "cast_f32_to_bf16 (16M)", "residual_add (16M)",
+                          "sum (16M)"};
   for (int i = 0; i < 4; ++i)
     std::printf("%-22s %12.4f %12.4f %8.2f\n", names[i], t[0][i], t[1][i], t[0][i] / t[1][i]);
   return 0;

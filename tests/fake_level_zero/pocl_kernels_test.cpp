@@ -8,10 +8,10 @@
 #include <CL/cl.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <array>
 #include <map>
 #include <random>
 #include <sstream>
@@ -96,8 +96,9 @@ class PoCL : public ::testing::Test {
   template <typename T>
   std::vector<T> download(cl_mem m, std::size_t n) {
     std::vector<T> v(n);
-    EXPECT_EQ(clEnqueueReadBuffer(queue_, m, CL_TRUE, 0, n * sizeof(T), v.data(), 0, nullptr, nullptr),
-              CL_SUCCESS);
+    EXPECT_EQ(
+        clEnqueueReadBuffer(queue_, m, CL_TRUE, 0, n * sizeof(T), v.data(), 0, nullptr, nullptr),
+        CL_SUCCESS);
     return v;
   }
 
@@ -114,8 +115,10 @@ class PoCL : public ::testing::Test {
     (set(sizeof(A), &args), ...);
     const std::size_t global[2] = {(items[0] + local[0] - 1) / local[0] * local[0],
                                    (items[1] + local[1] - 1) / local[1] * local[1]};
-    ASSERT_EQ(clEnqueueNDRangeKernel(queue_, k, 2, nullptr, global, local.data(), 0, nullptr, nullptr),
-              CL_SUCCESS) << name;
+    ASSERT_EQ(
+        clEnqueueNDRangeKernel(queue_, k, 2, nullptr, global, local.data(), 0, nullptr, nullptr),
+        CL_SUCCESS)
+        << name;
     ASSERT_EQ(clFinish(queue_), CL_SUCCESS);
   }
 
@@ -172,10 +175,12 @@ TEST_F(PoCL, GemmAllTransposes) {
     const cl_int ita = ta, itb = tb;
     const cl_long lm = m, ln = n, lk = k, la = lda, lb = ldb, lc = ldc;
     // A 16x16 work-group per 64x64 block of C.
-    run("gemm", "gemm", {items_for(n, 64) * 16, items_for(m, 64) * 16}, {16, 16}, ita, itb, lm, ln, lk, da, la, db, lb, dc, lc);
+    run("gemm", "gemm", {items_for(n, 64) * 16, items_for(m, 64) * 16}, {16, 16}, ita, itb, lm, ln,
+        lk, da, la, db, lb, dc, lc);
     cpu::gemm(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, nullptr);
     // fp32 sums of 70 products in another order, then one rounding: one bf16 ulp plus a little.
-    expect_close(download<bf16>(dc, c.size()), c, kBf16Ulp, 1e-3f, ta ? (tb ? "TT" : "TN") : (tb ? "NT" : "NN"));
+    expect_close(download<bf16>(dc, c.size()), c, kBf16Ulp, 1e-3f,
+                 ta ? (tb ? "TT" : "TN") : (tb ? "NT" : "NN"));
   }
 }
 
@@ -188,7 +193,9 @@ TEST_F(PoCL, EmbeddingForwardAndBackward) {
   std::vector<bf16> out(static_cast<std::size_t>(tokens * hidden));
   cl_mem dids = upload(ids), dtable = upload(table), dout = upload(out);
   const cl_long lt = tokens, lh = hidden;
-  run("embedding", "embedding_forward", {static_cast<std::size_t>(hidden), static_cast<std::size_t>(tokens)}, {kWg, 1}, dids, dtable, dout, lt, lh);
+  run("embedding", "embedding_forward",
+      {static_cast<std::size_t>(hidden), static_cast<std::size_t>(tokens)}, {kWg, 1}, dids, dtable,
+      dout, lt, lh);
   cpu::embedding_forward(ids.data(), table.data(), out.data(), tokens, hidden, nullptr);
   expect_exact(download<bf16>(dout, out.size()), out, "embedding_forward");
 
@@ -202,20 +209,25 @@ TEST_F(PoCL, EmbeddingForwardAndBackward) {
   }
   auto grad = random_bf16(static_cast<std::size_t>(tokens * hidden), rng);
   auto dtab = random_bf16(static_cast<std::size_t>(vocab * hidden), rng);
-  cl_mem du = upload(uniq), doff = upload(offsets), dpos = upload(positions), dg = upload(grad), ddt = upload(dtab);
+  cl_mem du = upload(uniq), doff = upload(offsets), dpos = upload(positions), dg = upload(grad),
+         ddt = upload(dtab);
   const cl_long nu = static_cast<cl_long>(uniq.size());
-  run("embedding", "embedding_backward", {static_cast<std::size_t>(hidden), uniq.size()}, {kWg, 1}, du, doff, dpos, nu, dg, ddt, lh);
-  cpu::embedding_backward(uniq.data(), offsets.data(), positions.data(), nu, grad.data(), dtab.data(), hidden, nullptr);
+  run("embedding", "embedding_backward", {static_cast<std::size_t>(hidden), uniq.size()}, {kWg, 1},
+      du, doff, dpos, nu, dg, ddt, lh);
+  cpu::embedding_backward(uniq.data(), offsets.data(), positions.data(), nu, grad.data(),
+                          dtab.data(), hidden, nullptr);
   expect_exact(download<bf16>(ddt, dtab.size()), dtab, "embedding_backward");
 }
 
 TEST_F(PoCL, Elementwise) {
   const std::int64_t rows = 17, cols = 301, n = rows * cols;
   const cl_long lr = rows, lc = cols, ln = n;
-  auto y = random_bf16(static_cast<std::size_t>(n), rng), bias = random_bf16(static_cast<std::size_t>(cols), rng);
+  auto y = random_bf16(static_cast<std::size_t>(n), rng),
+       bias = random_bf16(static_cast<std::size_t>(cols), rng);
   auto other = random_bf16(static_cast<std::size_t>(n), rng);
   std::vector<bf16> act(static_cast<std::size_t>(n)), dpre(static_cast<std::size_t>(n));
-  cl_mem dy = upload(y), db = upload(bias), dother = upload(other), dact = upload(act), ddpre = upload(dpre);
+  cl_mem dy = upload(y), db = upload(bias), dother = upload(other), dact = upload(act),
+         ddpre = upload(dpre);
 
   run("elementwise", "bias_add", {items_for(n, 4), 1}, {kWg, 1}, dy, db, lr, lc);
   cpu::bias_add(y.data(), bias.data(), rows, cols, nullptr);
@@ -224,11 +236,13 @@ TEST_F(PoCL, Elementwise) {
   run("elementwise", "bias_gelu_forward", {items_for(n, 4), 1}, {kWg, 1}, dy, db, dact, lr, lc);
   cpu::bias_gelu_forward(y.data(), bias.data(), act.data(), rows, cols, nullptr);
   expect_exact(download<bf16>(dy, y.size()), y, "bias_gelu_forward pre");
-  expect_close(download<bf16>(dact, act.size()), act, kBf16Ulp, 1e-6f, "bias_gelu_forward act (erf)");
+  expect_close(download<bf16>(dact, act.size()), act, kBf16Ulp, 1e-6f,
+               "bias_gelu_forward act (erf)");
 
   run("elementwise", "gelu_backward", {items_for(n, 4), 1}, {kWg, 1}, dother, dy, ddpre, ln);
   cpu::gelu_backward(other.data(), y.data(), dpre.data(), n, nullptr);
-  expect_close(download<bf16>(ddpre, dpre.size()), dpre, kBf16Ulp, 1e-6f, "gelu_backward (erf, exp)");
+  expect_close(download<bf16>(ddpre, dpre.size()), dpre, kBf16Ulp, 1e-6f,
+               "gelu_backward (erf, exp)");
 
   run("elementwise", "residual_add", {items_for(n, 4), 1}, {kWg, 1}, dy, dother, ln);
   cpu::residual_add(y.data(), other.data(), n, nullptr);
@@ -246,8 +260,9 @@ TEST_F(PoCL, CastsKeepRoundingAndNaNRules) {
   std::vector<float> f(static_cast<std::size_t>(n));
   std::uniform_real_distribution<float> d(-1e4f, 1e4f);
   for (auto& v : f) v = d(rng);
-  const std::uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0xffa00000u, 0x7f800001u,
-                                    0x7f800000u, 0xff800000u, 0x7f7fffffu, 0x00000001u, 0x80008000u};
+  const std::uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0xffa00000u,
+                                    0x7f800001u, 0x7f800000u, 0xff800000u, 0x7f7fffffu,
+                                    0x00000001u, 0x80008000u};
   for (std::size_t i = 0; i < std::size(specials); ++i) std::memcpy(&f[i * 11], &specials[i], 4);
   std::vector<bf16> h(static_cast<std::size_t>(n));
   std::vector<float> back(static_cast<std::size_t>(n));
@@ -276,7 +291,8 @@ TEST_F(PoCL, Reductions) {
   const cl_long groups = 3, chunk = (ln + groups - 1) / groups;
   std::vector<float> partials(static_cast<std::size_t>(groups), 0.f);
   cl_mem dpart = upload(partials);
-  run("reduce", "sum_bf16_partial", {kWg * static_cast<std::size_t>(groups), 1}, {kWg, 1}, dx, ln, chunk, dpart);
+  run("reduce", "sum_bf16_partial", {kWg * static_cast<std::size_t>(groups), 1}, {kWg, 1}, dx, ln,
+      chunk, dpart);
   run("reduce", "sum_partials", {kWg, 1}, {kWg, 1}, dpart, groups, dres);
   float want = 0, magnitude = 0;
   cpu::sum(x.data(), ln, &want, nullptr);

@@ -33,7 +33,8 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-inline std::vector<bf16> random_bf16(std::size_t n, std::mt19937& rng, float lo = -2.f, float hi = 2.f) {
+inline std::vector<bf16> random_bf16(std::size_t n, std::mt19937& rng, float lo = -2.f,
+                                     float hi = 2.f) {
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<bf16> v(n);
   for (auto& x : v) x = f32_to_bf16(d(rng));
@@ -48,8 +49,8 @@ inline constexpr float kBf16Ulp = 1.0f / 128;  // one bf16 ulp, relative (8 sign
 
 // Elements outside |got - want| <= rel * |want| + abs (the kernels on PoCL against zob::cpu:
 // another summation order, another libm).
-inline std::size_t count_far(const std::vector<bf16>& got, const std::vector<bf16>& want,
-                             float rel, float abs) {
+inline std::size_t count_far(const std::vector<bf16>& got, const std::vector<bf16>& want, float rel,
+                             float abs) {
   if (got.size() != want.size()) return got.size() + want.size();
   std::size_t bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {

@@ -268,8 +268,8 @@ TEST(CudaPlugin, LoadsAndCreatesTheDeviceLikeTheExecutable) {
   const std::string path = plugin_path();
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << path << ": " << dlerror();
-  auto create = reinterpret_cast<zob_backend_create_device_fn>(
-      dlsym(lib, "zob_backend_create_device"));
+  auto create =
+      reinterpret_cast<zob_backend_create_device_fn>(dlsym(lib, "zob_backend_create_device"));
   ASSERT_NE(create, nullptr) << dlerror();
   if (!slot().device) {
     // Without a GPU the plugin must still load and fail with the unavailable kind, caught here

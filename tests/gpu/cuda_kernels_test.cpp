@@ -70,19 +70,25 @@ std::vector<float> cast_inputs(std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t u = any(rng());
     switch (i % 8) {
-      case 0: u = (u & 0xffff0000u) | 0x8000u; break;       // exact tie
-      case 1: u = (u & 0xffff0000u) | 0x7fffu; break;       // just below a tie
+      case 0: u = (u & 0xffff0000u) | 0x8000u; break;           // exact tie
+      case 1: u = (u & 0xffff0000u) | 0x7fffu; break;           // just below a tie
       case 2: u = (u & 0x807fffffu) | 0x7f800000u | 1u; break;  // NaN (or with payload)
-      case 3: u = (u & 0x8000ffffu); break;                 // subnormal
-      default: break;                                       // anything, NaN included
+      case 3: u = (u & 0x8000ffffu); break;                     // subnormal
+      default: break;                                           // anything, NaN included
     }
     v[i] = from_bits(u);
   }
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
-                            from_bits(0x7f7f8000u), from_bits(0x3f808000u), from_bits(0x3f818000u),
-                            from_bits(0xffc00001u), from_bits(0x7fa00000u)};
+                            std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(),
+                            from_bits(0x7f7f8000u),
+                            from_bits(0x3f808000u),
+                            from_bits(0x3f818000u),
+                            from_bits(0xffc00001u),
+                            from_bits(0x7fa00000u)};
   for (std::size_t i = 0; i < std::size(specials) && i < n; ++i) v[i] = specials[i];
   return v;
 }
@@ -243,8 +249,7 @@ TEST(CudaKernels, GeluBackwardMatchesWithinOneUlp) {
     const auto dact = random_bf16(n);
     const auto pre = random_bf16(n, 2.5f);
     std::vector<bf16> want(n);
-    cpu::gelu_backward(dact.data(), pre.data(), want.data(), static_cast<std::int64_t>(n),
-                       nullptr);
+    cpu::gelu_backward(dact.data(), pre.data(), want.data(), static_cast<std::int64_t>(n), nullptr);
     DeviceBuffer<bf16> d_dact(dev, dact), d_pre(dev, pre), d_dpre(dev, n);
     dev.gelu_backward(d_dact.get(), d_pre.get(), d_dpre.get(), static_cast<std::int64_t>(n));
     expect_within_ulp(d_dpre.download(), want, "gelu_backward", 0x1p-20f);
@@ -272,8 +277,8 @@ TEST(CudaKernels, FillWritesTheRoundedValue) {
   auto& dev = gpu();
   const std::size_t n = 70001;
   std::normal_distribution<float> d;
-  for (const float value : {d(rng()), d(rng()) * 1e30f, std::numeric_limits<float>::quiet_NaN(),
-                            -0.0f}) {
+  for (const float value :
+       {d(rng()), d(rng()) * 1e30f, std::numeric_limits<float>::quiet_NaN(), -0.0f}) {
     std::vector<bf16> want(n);
     cpu::fill(want.data(), value, static_cast<std::int64_t>(n), nullptr);
     DeviceBuffer<bf16> d_x(dev, n);
@@ -322,21 +327,19 @@ struct GemmCase {
 class CudaGemm : public ::testing::TestWithParam<GemmCase> {};
 // The step's three shapes (forward X W^T, input grad dY W, weight grad dY^T X), odd sizes,
 // and leading dimensions wider than the rows.
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaGemm,
-                         ::testing::Values(GemmCase{false, true, 67, 45, 129, 0},
-                                           GemmCase{false, false, 67, 45, 129, 0},
-                                           GemmCase{true, false, 67, 45, 129, 0},
-                                           GemmCase{false, true, 64, 96, 200, 8},
-                                           GemmCase{false, false, 33, 130, 70, 5},
-                                           GemmCase{true, false, 128, 40, 513, 3},
-                                           GemmCase{true, true, 31, 17, 65, 2},
-                                           GemmCase{false, true, 256, 384, 512, 0}),
-                         [](const ::testing::TestParamInfo<GemmCase>& i) {
-                           const auto& c = i.param;
-                           return std::string(c.trans_a ? "T" : "N") + (c.trans_b ? "T" : "N") +
-                                  "_" + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
-                                  std::to_string(c.k) + "_pad" + std::to_string(c.pad);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaGemm,
+    ::testing::Values(GemmCase{false, true, 67, 45, 129, 0}, GemmCase{false, false, 67, 45, 129, 0},
+                      GemmCase{true, false, 67, 45, 129, 0}, GemmCase{false, true, 64, 96, 200, 8},
+                      GemmCase{false, false, 33, 130, 70, 5},
+                      GemmCase{true, false, 128, 40, 513, 3}, GemmCase{true, true, 31, 17, 65, 2},
+                      GemmCase{false, true, 256, 384, 512, 0}),
+    [](const ::testing::TestParamInfo<GemmCase>& i) {
+      const auto& c = i.param;
+      return std::string(c.trans_a ? "T" : "N") + (c.trans_b ? "T" : "N") + "_" +
+             std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) + "_pad" +
+             std::to_string(c.pad);
+    });
 
 TEST_P(CudaGemm, MatchesCpuWithinAccumulationTolerance) {
   ZOB_REQUIRE_GPU();
@@ -373,8 +376,8 @@ TEST_P(CudaGemm, MatchesCpuWithinAccumulationTolerance) {
       double mag = 0;
       for (std::int64_t kk = 0; kk < p.k; ++kk) mag += std::fabs(at(i, kk) * bt(kk, j));
       const double ref = bf16_to_f32(want[idx]);
-      const double tol = std::ldexp(1.0, std::ilogb(std::max(std::fabs(ref), 1e-30)) - 7) +
-                         mag * 0x1p-12;
+      const double tol =
+          std::ldexp(1.0, std::ilogb(std::max(std::fabs(ref), 1e-30)) - 7) + mag * 0x1p-12;
       if (!(std::fabs(bf16_to_f32(got[idx]) - ref) <= tol) && ++bad <= 5) {
         ADD_FAILURE() << "C[" << i << "," << j << "] gpu " << bf16_to_f32(got[idx]) << " cpu "
                       << ref << " tol " << tol << " (seed " << test_seed() << ")";

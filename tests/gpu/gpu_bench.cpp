@@ -39,7 +39,8 @@ double seconds_since(Clock::time_point t0) {
 }
 
 // Event-timed median of `repeats` runs of `work` on queue q after `warmup` runs.
-double time_on(CudaDevice& dev, Queue q, int warmup, int repeats, const std::function<void()>& work) {
+double time_on(CudaDevice& dev, Queue q, int warmup, int repeats,
+               const std::function<void()>& work) {
   auto a = dev.create_event();
   auto b = dev.create_event();
   std::vector<double> t;
@@ -59,7 +60,8 @@ struct Host {
     const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     if (posix_memalign(&ptr, page, bytes) != 0) throw std::bad_alloc();
     auto* w = static_cast<std::uint32_t*>(ptr);
-    for (std::size_t i = 0; i < bytes / 4; ++i) w[i] = 0x3f800000u + static_cast<std::uint32_t>(i * 2654435761u >> 12);
+    for (std::size_t i = 0; i < bytes / 4; ++i)
+      w[i] = 0x3f800000u + static_cast<std::uint32_t>(i * 2654435761u >> 12);
     if (lock) {
       locked = mlock(ptr, bytes) == 0;
       if (!locked) std::printf("  (mlock of %zu bytes refused: %s)\n", bytes, std::strerror(errno));
@@ -77,7 +79,8 @@ struct Host {
 };
 
 void copy_bandwidth(CudaDevice& dev) {
-  std::printf("\n== host<->device copies (GB/s = 1e9 B/s; median of 10 after 2 warm-ups, events)\n");
+  std::printf(
+      "\n== host<->device copies (GB/s = 1e9 B/s; median of 10 after 2 warm-ups, events)\n");
   std::printf("%-16s %8s %10s %10s\n", "memory", "MiB", "H2D GB/s", "D2H GB/s");
   for (const std::size_t mib : {64, 256}) {
     const std::size_t bytes = mib << 20;
@@ -94,8 +97,10 @@ void copy_bandwidth(CudaDevice& dev) {
         p = h->ptr;
         if (k == "registered") dev.register_host(p, bytes);
       }
-      const double up = time_on(dev, Queue::h2d, 2, 10, [&] { dev.copy_to_device(Queue::h2d, d, p, bytes); });
-      const double down = time_on(dev, Queue::d2h, 2, 10, [&] { dev.copy_to_host(Queue::d2h, p, d, bytes); });
+      const double up =
+          time_on(dev, Queue::h2d, 2, 10, [&] { dev.copy_to_device(Queue::h2d, d, p, bytes); });
+      const double down =
+          time_on(dev, Queue::d2h, 2, 10, [&] { dev.copy_to_host(Queue::d2h, p, d, bytes); });
       std::printf("%-16s %8zu %10.1f %10.1f\n", kind, mib, bytes / up / 1e9, bytes / down / 1e9);
       if (k == "registered") dev.unregister_host(p);
       if (k == "cudaMallocHost") dev.deallocate_host(p);
@@ -123,8 +128,10 @@ void registration_cost(CudaDevice& dev) {
     dev.deallocate_host(p);
     freeing.push_back(seconds_since(t0));
   }
-  std::printf("cudaHostRegister %.3f s/GiB   cudaHostUnregister %.3f s/GiB\n", median(reg), median(unreg));
-  std::printf("cudaMallocHost   %.3f s/GiB   cudaFreeHost       %.3f s/GiB\n", median(alloc), median(freeing));
+  std::printf("cudaHostRegister %.3f s/GiB   cudaHostUnregister %.3f s/GiB\n", median(reg),
+              median(unreg));
+  std::printf("cudaMallocHost   %.3f s/GiB   cudaFreeHost       %.3f s/GiB\n", median(alloc),
+              median(freeing));
 }
 
 void cast_throughput(CudaDevice& dev) {
@@ -149,8 +156,10 @@ void cast_throughput(CudaDevice& dev) {
 void copy_back(CudaDevice& dev) {
   const std::int64_t n = 300'000'000;
   const std::int64_t piece = std::int64_t{1} << 26;
-  std::printf("\n== copy-back: %lld fp32 host -> device bf16, pieces of 2^26, one temp (median of 5 after 1)\n",
-              static_cast<long long>(n));
+  std::printf(
+      "\n== copy-back: %lld fp32 host -> device bf16, pieces of 2^26, one temp (median of 5 after "
+      "1)\n",
+      static_cast<long long>(n));
   auto* temp = static_cast<float*>(dev.allocate(piece * sizeof(float)));
   auto* param = static_cast<zob::bf16*>(dev.allocate(n * sizeof(zob::bf16)));
   auto copied = dev.create_event();
@@ -193,7 +202,11 @@ void copy_back(CudaDevice& dev) {
 
 void gemm_rate(CudaDevice& dev) {
   std::printf("\n== bf16 GEMM (cuBLAS, fp32 accumulate; median of 10 after 3, random data)\n");
-  struct Shape { std::int64_t m, n, k; bool ta, tb; const char* what; };
+  struct Shape {
+    std::int64_t m, n, k;
+    bool ta, tb;
+    const char* what;
+  };
   const Shape shapes[] = {{8192, 8192, 8192, false, true, "8192^3 X W^T"},
                           {512, 32000, 2048, false, true, "head fwd T=512 V=32000 h=2048"},
                           {512, 8192, 2048, false, true, "fc1 fwd T=512 4h=8192 h=2048"},
@@ -207,14 +220,18 @@ void gemm_rate(CudaDevice& dev) {
     const std::int64_t big = std::max(a_elems, b_elems);
     std::vector<float> hostf(static_cast<std::size_t>(big));
     std::uint32_t x = 12345;
-    for (auto& v : hostf) { x = x * 1664525u + 1013904223u; v = static_cast<float>(x >> 8) / 16777216.0f - 0.5f; }
+    for (auto& v : hostf) {
+      x = x * 1664525u + 1013904223u;
+      v = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;
+    }
     auto* tmp = static_cast<float*>(dev.allocate(big * 4));
     dev.copy_to_device(Queue::compute, tmp, hostf.data(), big * 4);
     dev.cast_f32_to_bf16(tmp, a, a_elems);
     dev.cast_f32_to_bf16(tmp, b, b_elems);
     zob::GemmArgs g{s.ta, s.tb, s.m, s.n, s.k, a, s.ta ? s.m : s.k, b, s.tb ? s.k : s.n, c, s.n};
     const double t = time_on(dev, Queue::compute, 3, 10, [&] { dev.gemm(g); });
-    std::printf("%-32s %8.3f ms  %6.1f TFLOP/s\n", s.what, t * 1e3, 2.0 * s.m * s.n * s.k / t / 1e12);
+    std::printf("%-32s %8.3f ms  %6.1f TFLOP/s\n", s.what, t * 1e3,
+                2.0 * s.m * s.n * s.k / t / 1e12);
     dev.deallocate(tmp);
     dev.deallocate(a);
     dev.deallocate(b);

@@ -37,8 +37,8 @@ inline DeviceSlot& slot() {
 }
 
 // First line of every test that needs the GPU; then use gpu().
-#define ZOB_REQUIRE_GPU()                                 \
-  if (!::zob::gpu_test::slot().device)                    \
+#define ZOB_REQUIRE_GPU()              \
+  if (!::zob::gpu_test::slot().device) \
   GTEST_SKIP() << "no CUDA GPU here: " << ::zob::gpu_test::slot().why_not
 
 inline CudaDevice& gpu() { return *slot().device; }

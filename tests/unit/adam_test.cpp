@@ -118,14 +118,14 @@ TEST(Adam, EveryIsaMatchesTheDoubleReferenceOverSeveralSteps) {
             h.weight_decay = wd;
             h.bias_correction = bias;
             State s = random_state(n, ++seed);
-            const std::string what = std::string(zob::detail::to_string(isa)) + " n=" +
-                                     std::to_string(n) + " wd=" + std::to_string(wd) +
+            const std::string what = std::string(zob::detail::to_string(isa)) +
+                                     " n=" + std::to_string(n) + " wd=" + std::to_string(wd) +
                                      " bias=" + std::to_string(bias) +
                                      " threads=" + std::to_string(threads);
             for (int t = 1; t <= 5; ++t) {
               const State before = s;
-              zob::detail::adam_step_isa(isa, s.p.data(), s.g.data(), s.m.data(), s.v.data(), n,
-                                         t, h, pool);
+              zob::detail::adam_step_isa(isa, s.p.data(), s.g.data(), s.m.data(), s.v.data(), n, t,
+                                         h, pool);
               EXPECT_EQ(s.g, before.g) << "grads must not be written";
               expect_close_to_reference(before, s, t, h, what);
             }

@@ -76,7 +76,8 @@ TEST(ShmCollectives, AllGatherReduceScatterBroadcastMatchDirectSums) {
         for (int r = 0; r < ranks; ++r) {
           const auto want = random_bf16(100 + static_cast<std::uint64_t>(r), shard);
           if (std::memcmp(want.data(), full.data() + static_cast<std::size_t>(r) * shard,
-                          shard * 2) != 0) return 1;
+                          shard * 2) != 0)
+            return 1;
         }
         // reduce_scatter, bf16 and f32 inputs: sum in rank order, bit for bit
         const auto in16 = random_bf16(200 + static_cast<std::uint64_t>(me), shard * ranks);

@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <stdexcept>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <system_error>
 #include <vector>
 
@@ -145,17 +145,21 @@ TEST(PinnedPool, WorkersRunOnTheirCpu) {
   for (int round = 0; round < 20; ++round) {
     std::atomic<int> seen[2] = {-1, -1};
     std::atomic<int> covered{0};
-    pool.parallel_for(128, [&](std::int64_t b, std::int64_t e) {
-      seen[b / 64] = sched_getcpu();
-      covered += static_cast<int>(e - b);
-    }, 64);
+    pool.parallel_for(
+        128,
+        [&](std::int64_t b, std::int64_t e) {
+          seen[b / 64] = sched_getcpu();
+          covered += static_cast<int>(e - b);
+        },
+        64);
     EXPECT_EQ(covered.load(), 128);
     EXPECT_EQ(seen[0].load(), cpus[0]);
     EXPECT_EQ(seen[1].load(), cpus[1]);
   }
   // One range (n below align) still runs on a pinned worker, never on the caller.
   std::atomic<int> where{-1};
-  pool.parallel_for(10, [&](std::int64_t, std::int64_t) { where = sched_getcpu(); }, 64);
+  pool.parallel_for(
+      10, [&](std::int64_t, std::int64_t) { where = sched_getcpu(); }, 64);
   EXPECT_EQ(where.load(), cpus[0]);
   // The caller's own mask is untouched.
   cpu_set_t caller_after;
@@ -179,8 +183,9 @@ TEST(PinnedPool, RethrowsAndCovers) {
     for (std::int64_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
   });
   EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 1000);
-  EXPECT_THROW(pool.parallel_for(10, [](std::int64_t, std::int64_t) { throw std::runtime_error("x"); }),
-               std::runtime_error);
+  EXPECT_THROW(
+      pool.parallel_for(10, [](std::int64_t, std::int64_t) { throw std::runtime_error("x"); }),
+      std::runtime_error);
 }
 
 }  // namespace

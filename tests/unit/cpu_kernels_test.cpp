@@ -37,8 +37,16 @@ struct Rng {
 #define SEED_TRACE(rng) SCOPED_TRACE(::testing::Message() << "seed " << (rng).seed)
 
 double d(bf16 v) { return static_cast<double>(zob::bf16_to_f32(v)); }
-std::uint32_t bits_of(float f) { std::uint32_t u; std::memcpy(&u, &f, 4); return u; }
-float float_of(std::uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+std::uint32_t bits_of(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float float_of(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 2) == 0;
 }
@@ -130,7 +138,8 @@ void check_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
       ASSERT_LE(err, tol) << "C[" << i << "," << j << "] = " << d(c[i * ldc + j]) << " ref " << ref;
       worst = std::max(worst, err / (mag + 1e-30));
     }
-    for (std::int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j].bits, sentinel.bits) << "padding written";
+    for (std::int64_t j = n; j < ldc; ++j)
+      ASSERT_EQ(c[i * ldc + j].bits, sentinel.bits) << "padding written";
   }
   ::testing::Test::RecordProperty("worst_err_over_sum_abs", std::to_string(worst));
   // Same inputs, same bits.
@@ -144,9 +153,9 @@ TEST(CpuKernels, GemmMatchesDoubleInTheStepsThreeShapesAndTransposeBoth) {
   Rng rng;
   SEED_TRACE(rng);
   zob::ThreadPool pool(2);
-  check_gemm(false, true, 37, 53, 71, rng, &pool);   // forward Y = X W^T
-  check_gemm(false, false, 29, 66, 45, rng, &pool);  // input grad dX = dY W
-  check_gemm(true, false, 61, 23, 90, rng, nullptr); // weight grad dW = dY^T X
+  check_gemm(false, true, 37, 53, 71, rng, &pool);    // forward Y = X W^T
+  check_gemm(false, false, 29, 66, 45, rng, &pool);   // input grad dX = dY W
+  check_gemm(true, false, 61, 23, 90, rng, nullptr);  // weight grad dW = dY^T X
   check_gemm(true, true, 17, 40, 33, rng, &pool);
   check_gemm(false, true, 1, 300, 257, rng, &pool);  // big enough to thread the conversions
 }
@@ -156,8 +165,9 @@ TEST(CpuKernels, GemmWithEmptyKWritesZerosAndRejectsShortLeadingDims) {
   zob::cpu::gemm(false, false, 2, 3, 0, nullptr, 1, nullptr, 3, c.data(), 3, nullptr);
   for (auto v : c) EXPECT_EQ(v.bits, 0);
   std::vector<bf16> a(20), b(20);
-  EXPECT_THROW(zob::cpu::gemm(false, false, 2, 3, 4, a.data(), 3, b.data(), 3, c.data(), 3,
-                              nullptr), zob::DeviceError);
+  EXPECT_THROW(
+      zob::cpu::gemm(false, false, 2, 3, 4, a.data(), 3, b.data(), 3, c.data(), 3, nullptr),
+      zob::DeviceError);
 }
 
 TEST(CpuKernels, EmbeddingForwardAndBackwardWithRepeatedIds) {
@@ -186,8 +196,8 @@ TEST(CpuKernels, EmbeddingForwardAndBackwardWithRepeatedIds) {
   const bf16 sentinel = zob::f32_to_bf16(-777.0f);
   std::vector<bf16> dtable(vocab * hidden, sentinel);
   zob::cpu::embedding_backward(unique.data(), offsets.data(), positions.data(),
-                               static_cast<std::int64_t>(unique.size()), dout.data(),
-                               dtable.data(), hidden, nullptr);
+                               static_cast<std::int64_t>(unique.size()), dout.data(), dtable.data(),
+                               hidden, nullptr);
   for (std::int64_t v = 0; v < vocab; ++v) {
     for (std::int64_t h = 0; h < hidden; ++h) {
       const bf16 got = dtable[v * hidden + h];
@@ -252,8 +262,8 @@ TEST(CpuKernels, GeluBackwardMatchesTheErfDerivative) {
   const double pi = std::acos(-1.0);
   for (std::int64_t i = 0; i < n; ++i) {
     const double x = d(pre[i]);
-    const double deriv = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
-                         x * std::exp(-x * x / 2) / std::sqrt(2 * pi);
+    const double deriv =
+        0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-x * x / 2) / std::sqrt(2 * pi);
     const double ref = d(dact[i]) * deriv;
     ASSERT_LE(std::fabs(d(dpre[i]) - ref), kBf16Rel * std::fabs(ref) + 1e-5 * std::fabs(d(dact[i])))
         << "x " << x;
@@ -288,7 +298,10 @@ TEST(CpuKernels, ColumnSumFillAndSum) {
   float result = 0;
   zob::cpu::sum(s.data(), n, &result, nullptr);
   double ref = 0, mag = 0;
-  for (auto v : s) { ref += d(v); mag += std::fabs(d(v)); }
+  for (auto v : s) {
+    ref += d(v);
+    mag += std::fabs(d(v));
+  }
   EXPECT_LE(std::fabs(result - ref), 1e-6 * mag) << "sum " << result << " ref " << ref;
   zob::cpu::sum(s.data(), 0, &result, nullptr);
   EXPECT_EQ(result, 0.0f);

@@ -55,8 +55,9 @@ TEST(DeepSpeedPlan, DefaultsMatchTheProfiledCopyCounts) {
 // The recorded profile itself (bench/deepspeed/harness.py --profile, committed): per phase and
 // direction, the plan's copies and bytes are the profile's. Fails when either changes.
 TEST(DeepSpeedPlan, MatchesTheRecordedProfilePerPhase) {
-  std::ifstream in(std::string(ZOB_SOURCE_DIR) +
-                   "/results/h200/2026-12-01-deepspeed-reference/run2-no-stack/profile-registered.json");
+  std::ifstream in(
+      std::string(ZOB_SOURCE_DIR) +
+      "/results/h200/2026-12-01-deepspeed-reference/run2-no-stack/profile-registered.json");
   ASSERT_TRUE(in) << "the recorded profile is missing";
   const nlohmann::json prof = nlohmann::json::parse(in);
   const DeepSpeedPlan p = build_deepspeed_plan(layout(2048, 12), Loop::offload_param);
@@ -71,9 +72,12 @@ TEST(DeepSpeedPlan, MatchesTheRecordedProfilePerPhase) {
     (v.forward ? fwd_copies : bwd_fetch) += n;
     if (v.forward) fwd_bytes += bytes(v.fetch, 2) + bytes(v.prefetch, 2);
   }
-  for (const DsFlush& f : p.flushes) flushed.insert(flushed.end(), f.tensors.begin(), f.tensors.end());
+  for (const DsFlush& f : p.flushes)
+    flushed.insert(flushed.end(), f.tensors.begin(), f.tensors.end());
   const auto& ph = prof.at("phases");
-  const auto copies = [&](const char* phase, const char* dir) { return ph.at(phase).at("copies").at(dir); };
+  const auto copies = [&](const char* phase, const char* dir) {
+    return ph.at(phase).at("copies").at(dir);
+  };
   EXPECT_EQ(copies("forward", "HtoD").at("count").get<std::int64_t>(), fwd_copies);
   EXPECT_EQ(copies("forward", "HtoD").at("bytes").get<std::uint64_t>(), fwd_bytes);
   EXPECT_FALSE(ph.at("forward").at("copies").contains("DtoH"));
@@ -87,9 +91,11 @@ TEST(DeepSpeedPlan, MatchesTheRecordedProfilePerPhase) {
   EXPECT_EQ(copies("optimizer_step", "HtoD").at("bytes").get<std::uint64_t>(),
             bytes(p.persistent, 2) + 4 * kNormWrites);
   EXPECT_EQ(copies("optimizer_step", "DtoH").at("count").get<int>(), kNormReads);
-  EXPECT_EQ(copies("optimizer_step", "DtoH").at("bytes").get<std::uint64_t>(), 8u + 4 * (kNormReads - 1));
+  EXPECT_EQ(copies("optimizer_step", "DtoH").at("bytes").get<std::uint64_t>(),
+            8u + 4 * (kNormReads - 1));
   // The forward's fetch-stream waits (cudaStreamSynchronize from the handles' wait()).
-  EXPECT_EQ(ph.at("forward").at("sync_counts").at("cudaStreamSynchronize").get<int>(), p.host_waits());
+  EXPECT_EQ(ph.at("forward").at("sync_counts").at("cudaStreamSynchronize").get<int>(),
+            p.host_waits());
 }
 
 TEST(DeepSpeedPlan, BucketFlushesBeforeTheGradientThatOverflowsIt) {
@@ -100,10 +106,12 @@ TEST(DeepSpeedPlan, BucketFlushesBeforeTheGradientThatOverflowsIt) {
   ASSERT_EQ(p.flushes.front().tensors.size(), 49u);
   // In ds_id order: block 0's fc1.weight first, the head last.
   EXPECT_TRUE(std::is_sorted(p.flushes.front().tensors.begin(), p.flushes.front().tensors.end()));
-  EXPECT_EQ(p.tensors[static_cast<std::size_t>(p.flushes.front().tensors.front())].name, "layer0.fc1.weight");
+  EXPECT_EQ(p.tensors[static_cast<std::size_t>(p.flushes.front().tensors.front())].name,
+            "layer0.fc1.weight");
   EXPECT_LE(elements(p, p.flushes.front().tensors), 500'000'000);
   int flags = 0;
-  for (const DsVisit& v : p.visits) flags += static_cast<int>(std::count(v.flush_before.begin(), v.flush_before.end(), true));
+  for (const DsVisit& v : p.visits)
+    flags += static_cast<int>(std::count(v.flush_before.begin(), v.flush_before.end(), true));
   EXPECT_EQ(flags, 1);
 }
 
@@ -128,7 +136,8 @@ TEST(DeepSpeedPlan, ModelsBeyondTheReuseDistanceAreFetchedAgainInBackward) {
   std::set<int> on_device(p.persistent.begin(), p.persistent.end());
   for (const DsVisit& v : p.visits) {
     on_device.insert(v.fetch.begin(), v.fetch.end());
-    for (int id : v.tensors) EXPECT_TRUE(on_device.count(id)) << p.tensors[static_cast<std::size_t>(id)].name;
+    for (int id : v.tensors)
+      EXPECT_TRUE(on_device.count(id)) << p.tensors[static_cast<std::size_t>(id)].name;
     on_device.insert(v.prefetch.begin(), v.prefetch.end());
     for (int t : v.released) on_device.erase(t);
   }
@@ -156,7 +165,7 @@ TEST(DeepSpeedPlan, PrefetchStaysWithinItsBucketAndLiveLimit) {
 
 TEST(DeepSpeedPlan, CopyBackLoopMovesNoParameters) {
   const DeepSpeedPlan p = build_deepspeed_plan(layout(2048, 12), Loop::copy_back);
-  EXPECT_EQ(p.h2d().copies, 50 + 2);   // only the gradients' round trip and the norm
+  EXPECT_EQ(p.h2d().copies, 50 + 2);  // only the gradients' round trip and the norm
   EXPECT_EQ(p.d2h().copies, 100 + 3);
   EXPECT_EQ(p.fetched_elements(), 0);
 }

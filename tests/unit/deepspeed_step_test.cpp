@@ -49,7 +49,8 @@ TEST_P(DeepSpeedStep, EqualsStockBitForBit) {
   const ArmRun stock = run(c, Arm::registered, nullptr);
   c.schedule = Schedule::deepspeed;
   const DeepSpeedKnobs k = tiny_knobs();
-  const step_detail::DeepSpeedPlan plan = step_detail::build_deepspeed_plan(ModelLayout::build(c.model), c.loop, k);
+  const step_detail::DeepSpeedPlan plan =
+      step_detail::build_deepspeed_plan(ModelLayout::build(c.model), c.loop, k);
   ASSERT_GE(plan.flushes.size(), 3u);
   if (c.loop == Loop::offload_param) {
     ASSERT_GT(plan.fetched_elements(), ModelLayout::build(c.model).total);
@@ -84,7 +85,8 @@ TEST_P(DeepSpeedStep, ReportsDeepSpeedsPhases) {
   EXPECT_GE(phases.at("grad_offload").device_s, 0.0);
   const auto plan = step_detail::build_deepspeed_plan(ModelLayout::build(c.model), c.loop, k);
   if (c.loop == Loop::offload_param) {
-    EXPECT_EQ(phases.at("param_fetch").bytes, 2 * static_cast<std::uint64_t>(plan.fetched_elements()));
+    EXPECT_EQ(phases.at("param_fetch").bytes,
+              2 * static_cast<std::uint64_t>(plan.fetched_elements()));
     EXPECT_EQ(phases.count("copy_back"), 0u);
   } else {
     EXPECT_EQ(phases.count("param_fetch"), 0u);
@@ -101,7 +103,8 @@ TEST_P(DeepSpeedStep, ReportsDeepSpeedsPhases) {
   EXPECT_EQ(d2h, plan.d2h().copies - step_detail::kNormReads);
 }
 
-INSTANTIATE_TEST_SUITE_P(Loops, DeepSpeedStep, ::testing::Values(Loop::copy_back, Loop::offload_param),
+INSTANTIATE_TEST_SUITE_P(Loops, DeepSpeedStep,
+                         ::testing::Values(Loop::copy_back, Loop::offload_param),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(DeepSpeedStepPlan, MemoryPlanCountsTheGradientPartitionAndStore) {

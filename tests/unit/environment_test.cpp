@@ -5,7 +5,8 @@
 #include "zob/environment.hpp"
 
 TEST(Environment, ParsesMeminfoAndThpMode) {
-  const std::string meminfo = "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n";
+  const std::string meminfo =
+      "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n";
   EXPECT_EQ(zob::meminfo_bytes(meminfo, "MemTotal"), 24576000ull * 1024);
   EXPECT_EQ(zob::meminfo_bytes(meminfo, "MemAvailable"), 20000000ull * 1024);
   EXPECT_EQ(zob::meminfo_bytes(meminfo, "Missing"), 0u);
@@ -23,7 +24,8 @@ TEST(Environment, CollectsThisHost) {
   EXPECT_GE(e.available_cpus, 1);
   EXPECT_FALSE(e.kernel.empty());
   EXPECT_EQ(e.utc_start.size(), 20u);  // 2026-11-29T12:00:00Z
-  const auto j = zob::environment_json(e, zob::DeviceInfo{"cpu", "a \"quoted\"\nname", "", "", "", 1, -1});
+  const auto j =
+      zob::environment_json(e, zob::DeviceInfo{"cpu", "a \"quoted\"\nname", "", "", "", 1, -1});
   EXPECT_EQ(j["device"]["name"], "a \"quoted\"\nname");
   EXPECT_EQ(nlohmann::json::parse(j.dump())["device"]["name"], j["device"]["name"]);
 }

@@ -265,12 +265,29 @@ TEST(HostMemory, MlockRefusalNamesTheLimitAndLeavesNothingLocked) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "child died, status " << status;
-  const char* meaning[] = {"ok", "", "", "", "", "", "", "", "", "", "capget failed",
-                           "capset failed", "setrlimit failed", "mlock was not refused",
-                           "wrong error kind", "message lacks the RLIMIT_MEMLOCK value",
-                           "message lacks the ulimit fix", "message lacks CAP_IPC_LOCK",
-                           "message lacks the buffer name", "message lacks the bytes",
-                           "not a DeviceError", "VmLck not zero after", "counter not zero after"};
+  const char* meaning[] = {"ok",
+                           "",
+                           "",
+                           "",
+                           "",
+                           "",
+                           "",
+                           "",
+                           "",
+                           "",
+                           "capget failed",
+                           "capset failed",
+                           "setrlimit failed",
+                           "mlock was not refused",
+                           "wrong error kind",
+                           "message lacks the RLIMIT_MEMLOCK value",
+                           "message lacks the ulimit fix",
+                           "message lacks CAP_IPC_LOCK",
+                           "message lacks the buffer name",
+                           "message lacks the bytes",
+                           "not a DeviceError",
+                           "VmLck not zero after",
+                           "counter not zero after"};
   const int code = WEXITSTATUS(status);
   EXPECT_EQ(code, 0) << (code < 23 ? meaning[code] : "unexpected exit code");
 }

@@ -126,9 +126,9 @@ nlohmann::json pipe_result() {
 
 TEST(PipeInput, OutOfRangeIntegersAreMalformedNotUndefined) {
   const std::vector<std::pair<const char*, nlohmann::json>> bad{
-      {"steps", 1e300},          {"steps", 2147483648.0},   {"steps", 4294967296ull},
-      {"warmup", -2147483649ll}, {"adam_threads", 1.5},     {"pid", 1e20},
-      {"locked_bytes", -1},      {"params", 9.3e18},        {"batch", "2"},
+      {"steps", 1e300},          {"steps", 2147483648.0}, {"steps", 4294967296ull},
+      {"warmup", -2147483649ll}, {"adam_threads", 1.5},   {"pid", 1e20},
+      {"locked_bytes", -1},      {"params", 9.3e18},      {"batch", "2"},
       {"registered_bytes", 1.0}};
   for (const auto& [key, value] : bad) {
     SCOPED_TRACE(std::string(key) + " = " + value.dump());
@@ -140,8 +140,8 @@ TEST(PipeInput, OutOfRangeIntegersAreMalformedNotUndefined) {
   j["device_info"]["numa_node"] = 1e10;
   EXPECT_THROW(j.get<zob::ArmResult>(), nlohmann::json::exception);
   j = pipe_result();
-  j["samples"][0]["phases"]["adam"] = {{"device_s", nullptr}, {"host_s", 0.1}, {"bytes", -5},
-                                       {"params", 1}};
+  j["samples"][0]["phases"]["adam"] = {
+      {"device_s", nullptr}, {"host_s", 0.1}, {"bytes", -5}, {"params", 1}};
   EXPECT_THROW(j.get<zob::ArmResult>(), nlohmann::json::exception);
 }
 

@@ -15,9 +15,7 @@
 namespace zob {
 namespace {
 
-TEST(Model, ParameterCountDefaultShape) {
-  EXPECT_EQ(parameter_count(ModelShape{}), 533848064);
-}
+TEST(Model, ParameterCountDefaultShape) { EXPECT_EQ(parameter_count(ModelShape{}), 533848064); }
 
 TEST(Model, ParameterCountMatchesTensorShapes) {
   for (ModelShape s : {ModelShape{97, 16, 2}, ModelShape{61, 8, 3}, ModelShape{5, 3, 0},
@@ -78,7 +76,8 @@ TEST(Model, InitialParametersDeterministicBoundedAndSeeded) {
   EXPECT_LT(same, a.size() / 100);
   for (const auto& m : L.modules) {
     for (const auto& t : m.tensors) {
-      const double fan_in = t.name.ends_with("fc2.bias") || t.name.ends_with("fc2.weight") ? 64 : 16;
+      const double fan_in =
+          t.name.ends_with("fc2.bias") || t.name.ends_with("fc2.weight") ? 64 : 16;
       const double bound = 1 / std::sqrt(fan_in);
       double lo = 1, hi = -1, sum = 0;
       for (std::int64_t i = t.offset; i < t.offset + t.count(); ++i) {
@@ -103,7 +102,8 @@ TEST(Model, InitialParametersDependOnIndexOnly) {
   // embedding and layer0 must be the same bits, whatever the split of the work.
   const ModelLayout big = ModelLayout::build({4096, 256, 2});
   const ModelLayout small = ModelLayout::build({4096, 256, 0});
-  std::vector<float> a(static_cast<std::size_t>(big.total)), b(static_cast<std::size_t>(small.total));
+  std::vector<float> a(static_cast<std::size_t>(big.total)),
+      b(static_cast<std::size_t>(small.total));
   initial_parameters(big, 3, a.data());
   initial_parameters(small, 3, b.data());
   const auto emb = static_cast<std::size_t>(big.modules[0].count);
@@ -158,8 +158,8 @@ TEST(Model, ChecksumSeesEveryBitAndTheOrder) {
   const std::string base = checksum_hex(v.data(), L.total);
   EXPECT_EQ(base.size(), 16u);
   EXPECT_EQ(base, checksum_hex(v.data(), L.total));
-  for (std::size_t pos : {std::size_t{0}, std::size_t{65535}, std::size_t{65536}, v.size() / 2,
-                          v.size() - 1}) {
+  for (std::size_t pos :
+       {std::size_t{0}, std::size_t{65535}, std::size_t{65536}, v.size() / 2, v.size() - 1}) {
     auto w = v;
     std::uint32_t bits;
     std::memcpy(&bits, &w[pos], 4);

@@ -12,8 +12,17 @@
 
 namespace {
 
-const std::vector<std::string> kBase{"zero3-offload-bench", "--device", "cpu", "--hidden", "32",
-                                     "--layers", "1", "--vocab", "64", "--arms", "registered"};
+const std::vector<std::string> kBase{"zero3-offload-bench",
+                                     "--device",
+                                     "cpu",
+                                     "--hidden",
+                                     "32",
+                                     "--layers",
+                                     "1",
+                                     "--vocab",
+                                     "64",
+                                     "--arms",
+                                     "registered"};
 
 std::vector<std::string> with(std::vector<std::string> extra) {
   auto args = kBase;
@@ -26,8 +35,8 @@ TEST(MpiLauncherCli, DefaultsToForkAndRecordsWhatWasGiven) {
   EXPECT_EQ(plain.launcher, zob::CliCommand::Launcher::fork);
   EXPECT_FALSE(plain.gpus_given);
   EXPECT_FALSE(plain.threads_given);
-  const auto mpi = zob::parse_command_line(with({"--launcher", "mpi", "--gpus", "2",
-                                                 "--threads", "3"}));
+  const auto mpi =
+      zob::parse_command_line(with({"--launcher", "mpi", "--gpus", "2", "--threads", "3"}));
   EXPECT_EQ(mpi.launcher, zob::CliCommand::Launcher::mpi);
   EXPECT_TRUE(mpi.gpus_given);
   EXPECT_TRUE(mpi.threads_given);
@@ -56,11 +65,11 @@ TEST(MpiLauncherCli, MpiEntryGetsTheParsedCommand) {
   auto args = with({"--launcher", "mpi", "--steps", "3"});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
-  const int code = zob::app_main(static_cast<int>(argv.size()), argv.data(),
-                                 [](const zob::MpiRequest& cmd) {
-                                   seen = cmd;
-                                   return 42;
-                                 });
+  const int code =
+      zob::app_main(static_cast<int>(argv.size()), argv.data(), [](const zob::MpiRequest& cmd) {
+        seen = cmd;
+        return 42;
+      });
   EXPECT_EQ(code, 42);
   EXPECT_EQ(seen.run.steps, 3);
 }

@@ -33,8 +33,8 @@ struct Slicing {
 };
 // One piece in all; pieces straddling modules; pieces smaller than any module; a chunk
 // larger than its sub-group; odd sizes that leave short last pieces.
-const Slicing kSlicings[] = {{1000000000, 1 << 26}, {1000, 300}, {2632, 97}, {500, 4096},
-                             {777, 64}, {1, 1 << 20}};
+const Slicing kSlicings[] = {{1000000000, 1 << 26}, {1000, 300}, {2632, 97},
+                             {500, 4096},           {777, 64},   {1, 1 << 20}};
 
 ArmResult run(const RunConfig& c, Arm arm, std::vector<float>* master) {
   CpuDevice dev(2);
@@ -71,7 +71,9 @@ TEST(Overlap, BitwiseEqualToStockInBothLoops) {
       EXPECT_EQ(losses(stock), losses(over)) << what;
       ASSERT_EQ(stock_master.size(), overlap_master.size());
       EXPECT_EQ(std::memcmp(stock_master.data(), overlap_master.data(),
-                            stock_master.size() * sizeof(float)), 0) << what;
+                            stock_master.size() * sizeof(float)),
+                0)
+          << what;
       // The parameters moved (all but the embedding rows of tokens not in the batch, whose
       // gradient is zero): a schedule that skipped Adam would fail here.
       std::vector<float> initial(stock_master.size());
@@ -160,7 +162,7 @@ TEST(StepBound, FromKnownSamples) {
   b = step_detail::step_bound(
       r, {{0.40, 0.1, 0.06}, {0.50, 0.1, 0.06}, {0.45, 0.1, 0.06}, {0.35, 0.1, 0.06}}, 112.0,
       params);
-  EXPECT_DOUBLE_EQ(b.d2h_s, 0.425);  // an even count: the mean of the middle two
+  EXPECT_DOUBLE_EQ(b.d2h_s, 0.425);    // an even count: the mean of the middle two
   EXPECT_DOUBLE_EQ(b.bound_s, 0.485);  // the D2H link is the longer
 }
 
@@ -193,7 +195,8 @@ TEST(Overlap, BoundIsBuiltFromPartsThatCannotOverlap) {
       EXPECT_LE(b.compute_s, max_compute * eps);
       EXPECT_GT(b.d2h_s, 0);
       EXPECT_GT(b.h2d_s, 0);
-      if (sch != Schedule::deepspeed) {  // deepspeed's gradient trip back is H2D inside grad_offload
+      if (sch !=
+          Schedule::deepspeed) {  // deepspeed's gradient trip back is H2D inside grad_offload
         EXPECT_LE(b.d2h_s, max_d2h * eps);
         EXPECT_LE(b.h2d_s, max_h2d * eps);
       }

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
-#include "small_model_config.hpp"
 #include "collectives/shm_collectives.hpp"
+#include "small_model_config.hpp"
 #include "step/deepspeed_plan.hpp"
 #include "step/partitioned_step.hpp"
 #include "step/step_internal.hpp"
@@ -62,13 +62,10 @@ const Plan kPlans[] = {{Schedule::stock, Loop::copy_back},
                        {Schedule::stock, Loop::offload_param},
                        {Schedule::overlap, Loop::offload_param}};
 // Every schedule: the deepspeed one too (its host waits are DeepSpeed's, not PlanWaits').
-const Plan kAllPlans[] = {{Schedule::stock, Loop::copy_back},
-                          {Schedule::overlap, Loop::copy_back},
-                          {Schedule::stock, Loop::offload_param},
-                          {Schedule::overlap, Loop::offload_param},
-                          {Schedule::deepspeed, Loop::copy_back},
-                          {Schedule::deepspeed, Loop::offload_param}};
-
+const Plan kAllPlans[] = {
+    {Schedule::stock, Loop::copy_back},     {Schedule::overlap, Loop::copy_back},
+    {Schedule::stock, Loop::offload_param}, {Schedule::overlap, Loop::offload_param},
+    {Schedule::deepspeed, Loop::copy_back}, {Schedule::deepspeed, Loop::offload_param}};
 
 class OneRank : public ::testing::TestWithParam<Plan> {};
 
@@ -99,8 +96,13 @@ struct Ref {
   CpuDevice dev{1};
   std::int64_t T, h, F, V, n;
   explicit Ref(const RunConfig& cfg)
-      : c(cfg), L(ModelLayout::build(cfg.model)), T(cfg.tokens()), h(cfg.model.hidden),
-        F(4 * cfg.model.hidden), V(cfg.model.vocab), n(cfg.model.layers) {}
+      : c(cfg),
+        L(ModelLayout::build(cfg.model)),
+        T(cfg.tokens()),
+        h(cfg.model.hidden),
+        F(4 * cfg.model.hidden),
+        V(cfg.model.vocab),
+        n(cfg.model.layers) {}
 
   // bf16 gradient of the whole flat array for the micro-batch of token seed `ts`; *loss set.
   std::vector<bf16> grads(const std::vector<bf16>& w, std::uint64_t ts, float* loss) {
@@ -136,7 +138,8 @@ struct Ref {
     dev.gemm({false, true, T, V, h, x(n), h, head, h, logits.data(), V});
     dev.sum(logits.data(), T * V, loss);
     dev.fill(logits.data(), 1.0f, T * V);
-    dev.gemm({true, false, V, h, T, logits.data(), V, x(n), h, g.data() + L.modules.back().offset, h});
+    dev.gemm(
+        {true, false, V, h, T, logits.data(), V, x(n), h, g.data() + L.modules.back().offset, h});
     dev.gemm({false, false, T, h, V, logits.data(), V, head, h, dy.data(), h});
     for (std::int64_t i = n - 1; i >= 0; --i) {
       const std::int64_t off = L.modules[static_cast<std::size_t>(i + 1)].offset;
@@ -208,11 +211,14 @@ std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* 
         CountingCpuDevice dev(1);
         ShmCollectives comm(region, r, 30);
         std::vector<float> shard;
-        const ArmResult a = run_partitioned_arm(c, Arm::unregistered, dev, comm, comm, &shard, knobs);
+        const ArmResult a =
+            run_partitioned_arm(c, Arm::unregistered, dev, comm, comm, &shard, knobs);
         float* mine = f + per_rank * static_cast<std::size_t>(r);
         std::memcpy(mine, shard.data(), shard.size() * 4);
-        for (std::size_t s = 0; s < steps; ++s) mine[S.total + static_cast<std::int64_t>(s)] = a.samples[s].loss;
-        std::memcpy(mine + S.total + static_cast<std::int64_t>(steps), &dev.waits, sizeof dev.waits);
+        for (std::size_t s = 0; s < steps; ++s)
+          mine[S.total + static_cast<std::int64_t>(s)] = a.samples[s].loss;
+        std::memcpy(mine + S.total + static_cast<std::int64_t>(steps), &dev.waits,
+                    sizeof dev.waits);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", r, e.what());
         code = 1;
@@ -224,7 +230,8 @@ std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* 
   for (int r = 0; r < ranks; ++r) {
     int status = 0;
     ::waitpid(pids[static_cast<std::size_t>(r)], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) errors->push_back("rank " + std::to_string(r));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      errors->push_back("rank " + std::to_string(r));
   }
   std::vector<float> full(static_cast<std::size_t>(L.total));
   for (std::size_t m = 0; m < L.modules.size(); ++m) {
@@ -235,10 +242,13 @@ std::vector<float> run_ranks(const RunConfig& c, int ranks, std::vector<float>* 
       std::copy(src, src + (hi - lo), full.begin() + L.modules[m].offset + lo);
     }
   }
-  for (std::size_t s = 0; s < steps; ++s) losses->push_back(f[static_cast<std::size_t>(S.total) + s]);
+  for (std::size_t s = 0; s < steps; ++s)
+    losses->push_back(f[static_cast<std::size_t>(S.total) + s]);
   for (int r = 0; waits != nullptr && r < ranks; ++r) {
     std::int64_t w = 0;
-    std::memcpy(&w, f + per_rank * static_cast<std::size_t>(r) + static_cast<std::size_t>(S.total) + steps, sizeof w);
+    std::memcpy(
+        &w, f + per_rank * static_cast<std::size_t>(r) + static_cast<std::size_t>(S.total) + steps,
+        sizeof w);
     waits->push_back(w);
   }
   // every rank must report the same (summed) loss
@@ -291,12 +301,13 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PartitionedRanks,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::ValuesIn(kAllPlans),
                                             ::testing::Values(false)),
                          ranks_name);
-INSTANTIATE_TEST_SUITE_P(DeepSpeed, PartitionedRanks,
-                         ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Values(Plan{Schedule::deepspeed, Loop::copy_back},
-                                                              Plan{Schedule::deepspeed, Loop::offload_param}),
-                                            ::testing::Values(true)),
-                         ranks_name);
+INSTANTIATE_TEST_SUITE_P(
+    DeepSpeed, PartitionedRanks,
+    ::testing::Combine(::testing::Values(2, 3),
+                       ::testing::Values(Plan{Schedule::deepspeed, Loop::copy_back},
+                                         Plan{Schedule::deepspeed, Loop::offload_param}),
+                       ::testing::Values(true)),
+    ranks_name);
 
 // The host waits one step issues, from two runs that differ by two steps only (setup cancels).
 std::int64_t waits_per_step(RunConfig c, int ranks,
@@ -372,8 +383,6 @@ TEST(PartitionedStep, ShardLayoutPadsEveryModule) {
   }
   EXPECT_EQ(S.total, total);
 }
-
-
 
 }  // namespace
 }  // namespace zob

@@ -13,8 +13,8 @@ zob::HostEnvironment roomy_host() {
   return h;
 }
 
-std::string refusal(const zob::RunConfig& c, const zob::MemoryPlan& p, const zob::HostEnvironment& h,
-                    std::uint64_t dev) {
+std::string refusal(const zob::RunConfig& c, const zob::MemoryPlan& p,
+                    const zob::HostEnvironment& h, std::uint64_t dev) {
   try {
     zob::preflight_check(c, p, h, dev);
   } catch (const zob::UsageError& e) {
@@ -58,6 +58,7 @@ TEST(Preflight, RefusesLowMemlockOnlyForLockingArmsAndWithoutCapability) {
 TEST(Preflight, RefusesShortDeviceMemory) {
   zob::RunConfig c;
   zob::MemoryPlan p{1, 1, 50'000'000'000ull};
-  EXPECT_NE(refusal(c, p, roomy_host(), 40'000'000'000ull).find("device memory"), std::string::npos);
+  EXPECT_NE(refusal(c, p, roomy_host(), 40'000'000'000ull).find("device memory"),
+            std::string::npos);
   EXPECT_EQ(refusal(c, p, roomy_host(), 0), "");  // unknown device size: no refusal
 }

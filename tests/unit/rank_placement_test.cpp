@@ -120,8 +120,8 @@ TEST(RankPlacement, UnknownNodesSplitTheAllowedCpus) {
       if (rng() % 3 != 0) allowed.push_back(c);
     }
     const int ranks = 1 + static_cast<int>(rng() % 6);
-    const auto ps = place_all({}, 0, std::vector<int>(static_cast<std::size_t>(ranks), -1),
-                              allowed, sys.root.string());
+    const auto ps = place_all({}, 0, std::vector<int>(static_cast<std::size_t>(ranks), -1), allowed,
+                              sys.root.string());
     std::vector<int> joined;
     for (int r = 0; r < ranks; ++r) {
       const ThreadPlacement& p = ps[static_cast<std::size_t>(r)];
@@ -201,10 +201,11 @@ TEST(RankPlacement, CpuAffinityIsSplitInRankOrder) {
   std::string notice;
   EXPECT_THROW(choose_rank_placement({3}, 0, 0, {-1, -1}, range(0, 15), &notice, sys.root.string()),
                UsageError);
-  EXPECT_THROW(choose_rank_placement({3, 40}, 0, 0, {-1, -1}, range(0, 15), &notice,
-                                     sys.root.string()),
-               UsageError);
-  EXPECT_THROW(choose_rank_placement({}, 0, 2, {-1, -1}, range(0, 15), &notice), std::invalid_argument);
+  EXPECT_THROW(
+      choose_rank_placement({3, 40}, 0, 0, {-1, -1}, range(0, 15), &notice, sys.root.string()),
+      UsageError);
+  EXPECT_THROW(choose_rank_placement({}, 0, 2, {-1, -1}, range(0, 15), &notice),
+               std::invalid_argument);
 }
 
 TEST(RankPlacement, DeviceNodeFromInfoOrPciBus) {
@@ -253,7 +254,8 @@ TEST(RankPlacementCli, CpuAffinityNeedsACpuPerRank) {
   EXPECT_NO_THROW(parse({"--gpus", "2", "--schedule", "deepspeed", "--offload-param"}));
   EXPECT_NO_THROW(parse({"--gpus", "2", "--schedule", "overlap", "--offload-param"}));
   if (allowed.size() >= 2) {
-    const auto c = parse({"--gpus", "2", "--cpu-affinity", format_cpu_list({allowed[0], allowed[1]})}).run;
+    const auto c =
+        parse({"--gpus", "2", "--cpu-affinity", format_cpu_list({allowed[0], allowed[1]})}).run;
     EXPECT_EQ(c.cpu_affinity, (std::vector<int>{allowed[0], allowed[1]}));
     EXPECT_EQ(c.threads, 0);
   }
@@ -274,7 +276,9 @@ TEST(RankPlacement, OnlyTheRanksOfOneMachineShareItsCpus) {
       std::vector<int> expect_nodes;
       int expect_index = -1;
       for (int k = 0; k < n; ++k) {
-        if (where[static_cast<std::size_t>(k)].machine != where[static_cast<std::size_t>(r)].machine) continue;
+        if (where[static_cast<std::size_t>(k)].machine !=
+            where[static_cast<std::size_t>(r)].machine)
+          continue;
         if (k == r) expect_index = static_cast<int>(expect_nodes.size());
         expect_nodes.push_back(where[static_cast<std::size_t>(k)].numa_node);
       }

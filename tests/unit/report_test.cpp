@@ -1,17 +1,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <cmath>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
 #include "report/json_util.hpp"
-#include "zob/errors.hpp"
 #include "report/report.hpp"
+#include "zob/errors.hpp"
 
 namespace {
 
@@ -36,7 +36,11 @@ zob::ArmResult random_arm(Rng& rng, zob::Arm arm, const zob::RunConfig& c) {
   r.steps = c.steps;
   r.warmup = c.warmup;
   r.gpu_peak_gb = rng.uniform(0.1, 100);
-  r.device_info = {"cpu", "CPU " + rng.hex(), "rt " + rng.hex(), "drv", "0000:01:00.0",
+  r.device_info = {"cpu",
+                   "CPU " + rng.hex(),
+                   "rt " + rng.hex(),
+                   "drv",
+                   "0000:01:00.0",
                    static_cast<std::uint64_t>(rng.integer(1, 1 << 30)) << 10,
                    rng.integer(-1, 3)};
   r.loop = "copy_back";
@@ -48,8 +52,8 @@ zob::ArmResult random_arm(Rng& rng, zob::Arm arm, const zob::RunConfig& c) {
     s.phases["adam"] = {-1, rng.uniform(0, 1), static_cast<std::uint64_t>(rng.integer(1, 1 << 30)),
                         rng.integer(1, 1 << 30)};
     s.phases["copy_back"] = {rng.uniform(0, 1), rng.uniform(0, 1), 4096, 1024};
-    s.spans.push_back({"h2d", "copy_back[" + std::to_string(i) + "]", rng.uniform(0, 1),
-                       rng.uniform(0, 1)});
+    s.spans.push_back(
+        {"h2d", "copy_back[" + std::to_string(i) + "]", rng.uniform(0, 1), rng.uniform(0, 1)});
     s.spans.push_back({"compute", "layer0.fwd", rng.uniform(0, 1), rng.uniform(0, 1)});
     if (i >= c.warmup) {
       sum += s.wall_s;
@@ -121,8 +125,8 @@ TEST(ArmResultJson, NanLossSurvivesThePipe) {
   Rng rng;
   zob::RunResult run = random_run(rng);
   run.arms[0].samples[0].loss = std::nanf("");
-  const auto back = nlohmann::json::parse(zob::dump_json(nlohmann::json(run.arms[0])))
-                        .get<zob::ArmResult>();
+  const auto back =
+      nlohmann::json::parse(zob::dump_json(nlohmann::json(run.arms[0]))).get<zob::ArmResult>();
   EXPECT_TRUE(std::isnan(back.samples[0].loss));
 }
 
@@ -167,20 +171,20 @@ TEST(Report, TableHasOneRowPerArmAndTheSpeedupLine) {
   for (auto& a : run.arms) a.device = "cuda";
   const auto lines = lines_of(zob::render_table(run));
   ASSERT_EQ(lines.size(), 4u);
-  EXPECT_EQ(lines[0], fmt::format("{:<14}{:>14}{:>14}{:>15}", "arm", "avg step (s)",
-                                  "min step (s)", "GPU peak (GB)"));
+  EXPECT_EQ(lines[0], fmt::format("{:<14}{:>14}{:>14}{:>15}", "arm", "avg step (s)", "min step (s)",
+                                  "GPU peak (GB)"));
   const auto& reg = run.arms[0];
   const auto& unreg = run.arms[1];
-  EXPECT_EQ(lines[1], fmt::format("{:<14}{:>14.4f}{:>14.4f}{:>15.2f}", "registered",
-                                  reg.step_avg_s, reg.step_min_s, reg.gpu_peak_gb));
+  EXPECT_EQ(lines[1], fmt::format("{:<14}{:>14.4f}{:>14.4f}{:>15.2f}", "registered", reg.step_avg_s,
+                                  reg.step_min_s, reg.gpu_peak_gb));
   EXPECT_EQ(lines[2], fmt::format("{:<14}{:>14.4f}{:>14.4f}{:>15.2f}", "unregistered",
                                   unreg.step_avg_s, unreg.step_min_s, unreg.gpu_peak_gb));
   const double s = unreg.step_avg_s / reg.step_avg_s;
-  EXPECT_EQ(lines[3], fmt::format("speedup: {:.2f}x   saved: {:.3f} s/step   throughput: {:.0f} "
-                                  "vs {:.0f} tok/s",
-                                  s, unreg.step_avg_s - reg.step_avg_s,
-                                  reg.tokens_per_step / reg.step_avg_s,
-                                  unreg.tokens_per_step / unreg.step_avg_s));
+  EXPECT_EQ(lines[3],
+            fmt::format("speedup: {:.2f}x   saved: {:.3f} s/step   throughput: {:.0f} "
+                        "vs {:.0f} tok/s",
+                        s, unreg.step_avg_s - reg.step_avg_s, reg.tokens_per_step / reg.step_avg_s,
+                        unreg.tokens_per_step / unreg.step_avg_s));
   ASSERT_TRUE(zob::speedup(run).has_value());
   EXPECT_DOUBLE_EQ(*zob::speedup(run), s);
 }
@@ -194,12 +198,34 @@ TEST(Report, DriverResultHasEveryKey) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   for (const char* arm : {"registered", "unregistered"}) {
-    for (const char* key :
-         {"register", "device", "model", "params_b", "batch", "seq", "tokens_per_step", "steps",
-          "step_avg_s", "step_min_s", "gpu_peak_gb", "arm", "pid", "loop", "step_times_s",
-          "losses", "warmup", "param_checksum", "registration", "registration_verified",
-          "locked_bytes", "registered_bytes", "register_s", "setup_s", "adam_threads",
-          "device_name", "ok", "phases"}) {
+    for (const char* key : {"register",
+                            "device",
+                            "model",
+                            "params_b",
+                            "batch",
+                            "seq",
+                            "tokens_per_step",
+                            "steps",
+                            "step_avg_s",
+                            "step_min_s",
+                            "gpu_peak_gb",
+                            "arm",
+                            "pid",
+                            "loop",
+                            "step_times_s",
+                            "losses",
+                            "warmup",
+                            "param_checksum",
+                            "registration",
+                            "registration_verified",
+                            "locked_bytes",
+                            "registered_bytes",
+                            "register_s",
+                            "setup_s",
+                            "adam_threads",
+                            "device_name",
+                            "ok",
+                            "phases"}) {
       EXPECT_TRUE(j.at(arm).contains(key)) << arm << "." << key;
     }
     EXPECT_FALSE(j.at(arm).contains("error"));
@@ -210,9 +236,8 @@ TEST(Report, DriverResultHasEveryKey) {
   EXPECT_EQ(j.at("registered").at("losses").size(), run.arms[0].samples.size());
   EXPECT_EQ(j.at("registered").at("step_times_s").size(),
             static_cast<std::size_t>(run.config.steps));
-  for (const char* key : {"vocab", "hidden", "layers", "batch", "seq", "tokens_per_step",
-                          "params", "steps", "warmup", "loop", "chunk_elems", "sub_group_size",
-                          "seed"}) {
+  for (const char* key : {"vocab", "hidden", "layers", "batch", "seq", "tokens_per_step", "params",
+                          "steps", "warmup", "loop", "chunk_elems", "sub_group_size", "seed"}) {
     EXPECT_TRUE(j.at("workload").contains(key)) << key;
   }
   const auto& c = run.config;
@@ -249,7 +274,8 @@ TEST(Report, FailedArmIsMarkedAndSpeedupIsNull) {
   const std::string sections =
       text.substr(text.find("\nphase "), text.find("DRIVERRESULT=") - text.find("\nphase "));
   EXPECT_EQ(sections.find("unregistered"), std::string::npos)
-      << "a failed arm has no phase or registration rows:\n" << sections;
+      << "a failed arm has no phase or registration rows:\n"
+      << sections;
   ASSERT_EQ(lines.back().rfind("DRIVERRESULT=", 0), 0u);
   const auto j = nlohmann::json::parse(lines.back().substr(13));
   EXPECT_TRUE(j.at("speedup").is_null());
@@ -296,8 +322,8 @@ TEST(Validation, NamesTheFirstDifferingStepOrTheChecksum) {
 TEST(Report, JsonFileIsWrittenWholeThroughRename) {
   Rng rng;
   const zob::RunResult run = random_run(rng);
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("zob-report-test-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("zob-report-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / "out.json").string();
   const std::string text = zob::dump_json(zob::driver_result_json(run), 2);

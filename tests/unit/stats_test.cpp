@@ -30,7 +30,8 @@ TEST(Stats, SummaryMatchesDirectFormulasOnRandomData) {
     EXPECT_EQ(s.min, sorted.front());
     EXPECT_EQ(s.max, sorted.back());
     const double median = n % 2 ? sorted[static_cast<std::size_t>(n / 2)]
-                                : 0.5 * (sorted[static_cast<std::size_t>(n / 2 - 1)] + sorted[static_cast<std::size_t>(n / 2)]);
+                                : 0.5 * (sorted[static_cast<std::size_t>(n / 2 - 1)] +
+                                         sorted[static_cast<std::size_t>(n / 2)]);
     EXPECT_NEAR(s.median, median, 1e-12);
     double ss = 0;
     for (double x : v) ss += (x - s.mean) * (x - s.mean);

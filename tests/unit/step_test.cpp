@@ -41,7 +41,8 @@ RunConfig sliced() {
   return c;
 }
 
-ArmResult run(const RunConfig& c, Arm arm = Arm::unregistered, std::vector<float>* master = nullptr) {
+ArmResult run(const RunConfig& c, Arm arm = Arm::unregistered,
+              std::vector<float>* master = nullptr) {
   CpuDevice dev(2);
   ArmResult r = step_detail::run_arm_capture(c, arm, dev, master);
   EXPECT_EQ(dev.memory_in_use(), 0u);
@@ -148,10 +149,10 @@ TEST(Step, SubGroupsAndPiecesDoNotChangeTheMath) {
 double r16(double v) { return bf16_to_f32(f32_to_bf16(static_cast<float>(v))); }
 
 struct Reference {
-  std::vector<std::vector<double>> xs;  // hidden states x_0..x_n, [T][h] flattened
+  std::vector<std::vector<double>> xs;        // hidden states x_0..x_n, [T][h] flattened
   std::vector<std::vector<double>> pre, act;  // per layer, [T][4h]
-  std::vector<double> w;                // bf16-rounded parameters
-  std::vector<double> logits;           // [T][V]
+  std::vector<double> w;                      // bf16-rounded parameters
+  std::vector<double> logits;                 // [T][V]
   double loss = 0, abs_sum = 0;
 };
 
@@ -387,8 +388,8 @@ TEST(Step, PlanAndTrafficMatchHandFormulas) {
     EXPECT_EQ(m.host_pinned_bytes, (loop == Loop::copy_back ? 8 : 10) * P);
     EXPECT_EQ(m.host_pageable_bytes, 8 * P);
     const std::uint64_t params = loop == Loop::copy_back ? 2 * P + 4 * 300 : 2 * 2 * biggest;
-    const std::uint64_t acts = 2 * ((n + 1) * T * h + 2 * n * T * F) + 2 * T * V +
-                               2 * 2 * T * h + 2 * 2 * T * F;
+    const std::uint64_t acts =
+        2 * ((n + 1) * T * h + 2 * n * T * F) + 2 * T * V + 2 * 2 * T * h + 2 * 2 * T * F;
     EXPECT_EQ(m.device_bytes, params + 2 * 6 * biggest + acts + 4 * (4 * T + 1) + 4);
     // The device really stays within the plan (allocation rounding aside).
     CpuDevice dev(2);
@@ -405,7 +406,8 @@ TEST(Step, PlanAndTrafficMatchHandFormulas) {
 
 class FailingDevice : public CpuDevice {
  public:
-  FailingDevice(int fail_alloc, int fail_gemm) : CpuDevice(2), fail_alloc_(fail_alloc), fail_gemm_(fail_gemm) {}
+  FailingDevice(int fail_alloc, int fail_gemm)
+      : CpuDevice(2), fail_alloc_(fail_alloc), fail_gemm_(fail_gemm) {}
   void* allocate(std::size_t bytes) override {
     if (++allocs_ == fail_alloc_) {
       throw DeviceError(DeviceErrorKind::out_of_memory, "test: allocation refused");

@@ -25,9 +25,11 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnceInAlignedRanges) {
 
 TEST(ThreadPool, RethrowsAWorkerException) {
   zob::ThreadPool pool(4);
-  EXPECT_THROW(pool.parallel_for(4096, [](std::int64_t b, std::int64_t) {
-    if (b > 0) throw std::runtime_error("boom");
-  }), std::runtime_error);
+  EXPECT_THROW(pool.parallel_for(4096,
+                                 [](std::int64_t b, std::int64_t) {
+                                   if (b > 0) throw std::runtime_error("boom");
+                                 }),
+               std::runtime_error);
   // The pool is still usable afterwards.
   std::atomic<std::int64_t> sum{0};
   pool.parallel_for(1000, [&](std::int64_t b, std::int64_t e) { sum += e - b; });

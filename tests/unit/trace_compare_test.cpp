@@ -18,8 +18,10 @@ zob::ArmResult arm_with_spans() {
   for (int i = 0; i < 2; ++i) {
     zob::StepSample s;
     s.wall_s = 0.25;
-    s.spans = {{"compute", "forward", 0.0, 0.01}, {"d2h", "grad layer0", 0.02, 0.005},
-               {"cpu_adam", "adam[0]", 0.03, 0.1}, {"h2d", "copy_back[0]", 0.13, 0.02}};
+    s.spans = {{"compute", "forward", 0.0, 0.01},
+               {"d2h", "grad layer0", 0.02, 0.005},
+               {"cpu_adam", "adam[0]", 0.03, 0.1},
+               {"h2d", "copy_back[0]", 0.13, 0.02}};
     a.samples.push_back(s);
   }
   return a;
@@ -35,7 +37,8 @@ nlohmann::json result_doc(double reg, double unreg, int hidden, const std::strin
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const auto path = (fs::temp_directory_path() / ("zob_" + std::to_string(getpid()) + "_" + name)).string();
+  const auto path =
+      (fs::temp_directory_path() / ("zob_" + std::to_string(getpid()) + "_" + name)).string();
   std::ofstream(path) << text;
   return path;
 }
@@ -56,12 +59,13 @@ TEST(Trace, EveryEventIsCompleteAndTracksAreNamed) {
     }
     if (e["ph"] == "M" && e["name"] == "thread_name") ++thread_names;
   }
-  EXPECT_EQ(spans, 2 * 2 * (4 + 1));       // 2 runs x 2 steps x (4 spans + the step)
-  EXPECT_EQ(thread_names, 2 * (4 + 1));    // 4 tracks + "steps", per run
+  EXPECT_EQ(spans, 2 * 2 * (4 + 1));     // 2 runs x 2 steps x (4 spans + the step)
+  EXPECT_EQ(thread_names, 2 * (4 + 1));  // 4 tracks + "steps", per run
   // The second step's spans are offset by the first step's wall time.
   bool found = false;
   for (const auto& e : t["traceEvents"]) {
-    if (e["ph"] == "X" && e["name"] == "adam[0]" && e["pid"] == 1 && e["ts"].get<double>() > 200000) {
+    if (e["ph"] == "X" && e["name"] == "adam[0]" && e["pid"] == 1 &&
+        e["ts"].get<double>() > 200000) {
       EXPECT_NEAR(e["ts"].get<double>(), 250000 + 30000, 1e-6);
       found = true;
     }
@@ -71,7 +75,8 @@ TEST(Trace, EveryEventIsCompleteAndTracksAreNamed) {
 
 TEST(Compare, SideBySideWithRatios) {
   const auto a = write_temp("a.json", result_doc(0.25, 0.6, 64, "cuda").dump());
-  const auto b = write_temp("b.txt", "some progress\nDRIVERRESULT=" + result_doc(0.5, 0.9, 64, "xpu").dump() + "\n");
+  const auto b = write_temp(
+      "b.txt", "some progress\nDRIVERRESULT=" + result_doc(0.5, 0.9, 64, "xpu").dump() + "\n");
   const auto c = zob::compare_results({{a, b}, false});
   EXPECT_NEAR(c.doc["arms"]["registered"][1]["ratio_to_first"].get<double>(), 2.0, 1e-12);
   EXPECT_NEAR(c.doc["speedup"][0].get<double>(), 2.4, 1e-12);
@@ -98,10 +103,13 @@ TEST(Compare, RefusesDifferentWorkloadsUnlessForced) {
 TEST(Compare, BadInputsAreUsageErrors) {
   EXPECT_THROW(zob::parse_result_document("not json", "x"), zob::UsageError);
   EXPECT_THROW(zob::parse_result_document("[1,2]", "x"), zob::UsageError);
-  EXPECT_THROW(zob::parse_result_document(R"({"schema_version": 99, "workload": {}})", "x"), zob::UsageError);
-  EXPECT_THROW(zob::parse_result_document(R"({"schema_version": 1})", "x"), zob::UsageError);
-  EXPECT_THROW(zob::parse_result_document(R"({"schema_version": 1, "workload": {}, "registered": 3})", "x"),
+  EXPECT_THROW(zob::parse_result_document(R"({"schema_version": 99, "workload": {}})", "x"),
                zob::UsageError);
-  EXPECT_THROW(zob::compare_results({{"/nonexistent/a.json", "/nonexistent/b.json"}, false}), zob::UsageError);
+  EXPECT_THROW(zob::parse_result_document(R"({"schema_version": 1})", "x"), zob::UsageError);
+  EXPECT_THROW(
+      zob::parse_result_document(R"({"schema_version": 1, "workload": {}, "registered": 3})", "x"),
+      zob::UsageError);
+  EXPECT_THROW(zob::compare_results({{"/nonexistent/a.json", "/nonexistent/b.json"}, false}),
+               zob::UsageError);
   EXPECT_THROW(zob::compare_results({{"only-one.json"}, false}), zob::UsageError);
 }

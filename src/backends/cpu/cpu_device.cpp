@@ -70,7 +70,9 @@ std::uint64_t mem_total_bytes() {
     if (key == "MemTotal:") return kib * 1024;
   }
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+  return pages > 0 && page > 0
+             ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+             : 0;
 }
 
 // openblas_get_config() reads e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SapphireRapids
@@ -114,10 +116,10 @@ void* CpuDevice::allocate(std::size_t bytes) {
   const std::size_t rounded = round_up(bytes == 0 ? 1 : bytes, kDeviceAlignment);
   void* p = std::aligned_alloc(kDeviceAlignment, rounded);
   if (p == nullptr) {
-    throw DeviceError(DeviceErrorKind::out_of_memory,
-                      "cpu allocate of " + gib(bytes) + " failed (aligned_alloc: " +
-                          std::strerror(errno) + "); " + std::to_string(memory_in_use()) +
-                          " bytes already in use; use a smaller model");
+    throw DeviceError(
+        DeviceErrorKind::out_of_memory,
+        "cpu allocate of " + gib(bytes) + " failed (aligned_alloc: " + std::strerror(errno) +
+            "); " + std::to_string(memory_in_use()) + " bytes already in use; use a smaller model");
   }
   std::lock_guard lock(memory_mutex_);
   allocations_.emplace(p, bytes);
@@ -147,9 +149,9 @@ std::size_t CpuDevice::memory_peak() const {
 }
 
 Registration CpuDevice::register_host(void*, std::size_t bytes) {
-  throw DeviceError(DeviceErrorKind::unavailable,
-                    "cpu register_host of " + gib(bytes) +
-                        ": registration does not apply to the CPU device");
+  throw DeviceError(
+      DeviceErrorKind::unavailable,
+      "cpu register_host of " + gib(bytes) + ": registration does not apply to the CPU device");
 }
 
 void* CpuDevice::allocate_host(std::size_t bytes) {
@@ -161,9 +163,9 @@ void* CpuDevice::allocate_host(std::size_t bytes) {
   }
   void* p = std::aligned_alloc(page, round_up(bytes == 0 ? 1 : bytes, page));
   if (p == nullptr) {
-    throw DeviceError(DeviceErrorKind::out_of_memory, "cpu allocate_host of " + gib(bytes) +
-                                                          " failed (aligned_alloc: " +
-                                                          std::strerror(errno) + ")");
+    throw DeviceError(DeviceErrorKind::out_of_memory,
+                      "cpu allocate_host of " + gib(bytes) +
+                          " failed (aligned_alloc: " + std::strerror(errno) + ")");
   }
   return p;
 }
@@ -178,9 +180,12 @@ void CpuDevice::copy(void* dst, const void* src, std::size_t bytes) {
   }
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
-  pool_->parallel_for(static_cast<std::int64_t>(bytes), [&](std::int64_t b, std::int64_t e) {
-    std::memcpy(d + b, s + b, static_cast<std::size_t>(e - b));
-  }, 4096);
+  pool_->parallel_for(
+      static_cast<std::int64_t>(bytes),
+      [&](std::int64_t b, std::int64_t e) {
+        std::memcpy(d + b, s + b, static_cast<std::size_t>(e - b));
+      },
+      4096);
 }
 
 void CpuDevice::copy_to_device(Queue, void* device, const void* host, std::size_t bytes) {
@@ -230,8 +235,8 @@ void CpuDevice::embedding_forward(const std::int32_t* ids, const bf16* table, bf
   cpu::embedding_forward(ids, table, out, tokens, hidden, pool_.get());
 }
 
-void CpuDevice::embedding_backward(const EmbeddingGradIndex& index, const bf16* dout,
-                                   bf16* dtable, std::int64_t hidden) {
+void CpuDevice::embedding_backward(const EmbeddingGradIndex& index, const bf16* dout, bf16* dtable,
+                                   std::int64_t hidden) {
   cpu::embedding_backward(index.unique_ids, index.offsets, index.positions, index.n_unique, dout,
                           dtable, hidden, pool_.get());
 }

@@ -99,9 +99,9 @@ float block_sum(const bf16* x, std::int64_t n) {
 
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-          const bf16* a, std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c,
-          std::int64_t ldc, ThreadPool* pool) {
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const bf16* a,
+          std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c, std::int64_t ldc,
+          ThreadPool* pool) {
   const auto shape = [&] {
     return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
            " lda=" + std::to_string(lda) + " ldb=" + std::to_string(ldb) +
@@ -133,10 +133,9 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   widen(a, lda, a_rows, a_cols, a32, pool);
   widen(b, ldb, b_rows, b_cols, b32, pool);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a32,
-              static_cast<blasint>(a_cols), b32, static_cast<blasint>(b_cols), 0.0f, c32,
-              static_cast<blasint>(n));
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), 1.0f, a32, static_cast<blasint>(a_cols), b32,
+              static_cast<blasint>(b_cols), 0.0f, c32, static_cast<blasint>(n));
   for_range(pool, m, m * n, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {
       for (std::int64_t j = 0; j < n; ++j) c[r * ldc + j] = f32_to_bf16(c32[r * n + j]);
@@ -148,8 +147,8 @@ void gemm(const GemmArgs& g, ThreadPool* pool) {
   gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.c, g.ldc, pool);
 }
 
-void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
-                       std::int64_t tokens, std::int64_t hidden, ThreadPool* pool) {
+void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out, std::int64_t tokens,
+                       std::int64_t hidden, ThreadPool* pool) {
   check_count("embedding_forward", "tokens", tokens);
   check_count("embedding_forward", "hidden", hidden);
   for_range(pool, tokens, tokens * hidden, [&](std::int64_t t0, std::int64_t t1) {
@@ -176,7 +175,8 @@ void embedding_backward(const std::int32_t* unique_ids, const std::int32_t* offs
         for (std::int64_t h = 0; h < hidden; ++h) acc[static_cast<std::size_t>(h)] += f(row[h]);
       }
       bf16* dst = dtable + static_cast<std::int64_t>(unique_ids[i]) * hidden;
-      for (std::int64_t h = 0; h < hidden; ++h) dst[h] = f32_to_bf16(acc[static_cast<std::size_t>(h)]);
+      for (std::int64_t h = 0; h < hidden; ++h)
+        dst[h] = f32_to_bf16(acc[static_cast<std::size_t>(h)]);
     }
   });
 }
@@ -192,8 +192,8 @@ void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols, T
   });
 }
 
-void bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows,
-                       std::int64_t cols, ThreadPool* pool) {
+void bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows, std::int64_t cols,
+                       ThreadPool* pool) {
   check_count("bias_gelu_forward", "rows", rows);
   check_count("bias_gelu_forward", "cols", cols);
   for_range(pool, rows, rows * cols, [&](std::int64_t r0, std::int64_t r1) {
@@ -212,37 +212,48 @@ void bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows
 void gelu_backward(const bf16* dact, const bf16* pre, bf16* dpre, std::int64_t n,
                    ThreadPool* pool) {
   check_count("gelu_backward", "n", n);
-  for_range(pool, n, n, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) dpre[i] = f32_to_bf16(f(dact[i]) * gelu_derivative(f(pre[i])));
-  }, 1024);
+  for_range(
+      pool, n, n,
+      [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i)
+          dpre[i] = f32_to_bf16(f(dact[i]) * gelu_derivative(f(pre[i])));
+      },
+      1024);
 }
 
 void column_sum(const bf16* x, bf16* out, std::int64_t rows, std::int64_t cols, ThreadPool* pool) {
   check_count("column_sum", "rows", rows);
   check_count("column_sum", "cols", cols);
   // Split over columns so each column is summed by one thread, rows in ascending order.
-  for_range(pool, cols, rows * cols, [&](std::int64_t c0, std::int64_t c1) {
-    std::vector<float> acc(static_cast<std::size_t>(c1 - c0), 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const bf16* row = x + r * cols;
-      for (std::int64_t c = c0; c < c1; ++c) acc[static_cast<std::size_t>(c - c0)] += f(row[c]);
-    }
-    for (std::int64_t c = c0; c < c1; ++c) out[c] = f32_to_bf16(acc[static_cast<std::size_t>(c - c0)]);
-  }, 64);
+  for_range(
+      pool, cols, rows * cols,
+      [&](std::int64_t c0, std::int64_t c1) {
+        std::vector<float> acc(static_cast<std::size_t>(c1 - c0), 0.0f);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const bf16* row = x + r * cols;
+          for (std::int64_t c = c0; c < c1; ++c) acc[static_cast<std::size_t>(c - c0)] += f(row[c]);
+        }
+        for (std::int64_t c = c0; c < c1; ++c)
+          out[c] = f32_to_bf16(acc[static_cast<std::size_t>(c - c0)]);
+      },
+      64);
 }
 
 void residual_add(bf16* x, const bf16* y, std::int64_t n, ThreadPool* pool) {
   check_count("residual_add", "n", n);
-  for_range(pool, n, n, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) x[i] = f32_to_bf16(f(x[i]) + f(y[i]));
-  }, 1024);
+  for_range(
+      pool, n, n,
+      [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) x[i] = f32_to_bf16(f(x[i]) + f(y[i]));
+      },
+      1024);
 }
 
 void fill(bf16* x, float value, std::int64_t n, ThreadPool* pool) {
   check_count("fill", "n", n);
   const bf16 v = f32_to_bf16(value);
-  for_range(pool, n, n, [&](std::int64_t i0, std::int64_t i1) { std::fill(x + i0, x + i1, v); },
-            1024);
+  for_range(
+      pool, n, n, [&](std::int64_t i0, std::int64_t i1) { std::fill(x + i0, x + i1, v); }, 1024);
 }
 
 void sum(const bf16* x, std::int64_t n, float* result, ThreadPool* pool) {
@@ -262,16 +273,22 @@ void sum(const bf16* x, std::int64_t n, float* result, ThreadPool* pool) {
 
 void cast_f32_to_bf16(const float* src, bf16* dst, std::int64_t n, ThreadPool* pool) {
   check_count("cast_f32_to_bf16", "n", n);
-  for_range(pool, n, n, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) dst[i] = f32_to_bf16(src[i]);
-  }, 1024);
+  for_range(
+      pool, n, n,
+      [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) dst[i] = f32_to_bf16(src[i]);
+      },
+      1024);
 }
 
 void cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n, ThreadPool* pool) {
   check_count("cast_bf16_to_f32", "n", n);
-  for_range(pool, n, n, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) dst[i] = bf16_to_f32(src[i]);
-  }, 1024);
+  for_range(
+      pool, n, n,
+      [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) dst[i] = bf16_to_f32(src[i]);
+      },
+      1024);
 }
 
 }  // namespace zob::cpu

@@ -24,14 +24,14 @@ namespace zob::cpu {
 // [n,k] (ldb >= k). ldc >= n. Only the first n columns of each row of C are written.
 // Operands are widened to fp32 (exactly) and multiplied with cblas_sgemm: Debian's OpenBLAS
 // 0.3.21 declares cblas_sbgemm but does not export it.
-void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-          const bf16* a, std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c,
-          std::int64_t ldc, ThreadPool* pool);
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const bf16* a,
+          std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c, std::int64_t ldc,
+          ThreadPool* pool);
 void gemm(const GemmArgs& args, ThreadPool* pool);  // the same, from device.hpp's struct
 
 // out[t,:] = table[ids[t],:]. ids must be in [0, rows of table): not checked (no row count).
-void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
-                       std::int64_t tokens, std::int64_t hidden, ThreadPool* pool);
+void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out, std::int64_t tokens,
+                       std::int64_t hidden, ThreadPool* pool);
 
 // Row unique_ids[i] of dtable = bf16(fp32 sum, in position order, of dout rows
 // positions[offsets[i] .. offsets[i+1])). Other rows are not touched.
@@ -44,12 +44,11 @@ void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols, T
 
 // pre[r,c] = bf16(pre[r,c] + bias[c]); act[r,c] = bf16(gelu(pre[r,c])) of the rounded pre.
 // gelu(x) = 0.5 x (1 + erf(x / sqrt 2)).
-void bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows,
-                       std::int64_t cols, ThreadPool* pool);
+void bias_gelu_forward(bf16* pre, const bf16* bias, bf16* act, std::int64_t rows, std::int64_t cols,
+                       ThreadPool* pool);
 
 // dpre = bf16(dact * gelu'(pre)), gelu'(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2/2)/sqrt(2 pi).
-void gelu_backward(const bf16* dact, const bf16* pre, bf16* dpre, std::int64_t n,
-                   ThreadPool* pool);
+void gelu_backward(const bf16* dact, const bf16* pre, bf16* dpre, std::int64_t n, ThreadPool* pool);
 
 // out[c] = bf16(sum over r of x[r,c]), rows in ascending order, fp32.
 void column_sum(const bf16* x, bf16* out, std::int64_t rows, std::int64_t cols, ThreadPool* pool);

@@ -111,9 +111,9 @@ CudaDevice::CudaDevice(int index) : index_(index) {
                           std::to_string((CUDART_VERSION % 1000) / 10) + ")");
   }
   if (index < 0 || index >= count) {
-    throw DeviceError(DeviceErrorKind::unavailable,
-                      "cuda: device index " + std::to_string(index) + " out of range: " +
-                          std::to_string(count) + " CUDA device(s) visible");
+    throw DeviceError(DeviceErrorKind::unavailable, "cuda: device index " + std::to_string(index) +
+                                                        " out of range: " + std::to_string(count) +
+                                                        " CUDA device(s) visible");
   }
   try {
     bind();
@@ -176,7 +176,9 @@ void CudaDevice::release_resources() noexcept {
   cudaGetLastError();
 }
 
-void CudaDevice::bind() const { check(cudaSetDevice(index_), "cudaSetDevice", std::to_string(index_)); }
+void CudaDevice::bind() const {
+  check(cudaSetDevice(index_), "cudaSetDevice", std::to_string(index_));
+}
 
 // ---- device memory ----
 
@@ -190,8 +192,8 @@ void* CudaDevice::allocate(std::size_t bytes) {
     std::size_t total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     cudaGetLastError();
-    const DeviceErrorKind kind = e == cudaErrorMemoryAllocation ? DeviceErrorKind::out_of_memory
-                                                                : DeviceErrorKind::runtime;
+    const DeviceErrorKind kind =
+        e == cudaErrorMemoryAllocation ? DeviceErrorKind::out_of_memory : DeviceErrorKind::runtime;
     throw DeviceError(kind, "cuda: cudaMalloc(" + mib(bytes) + ") failed: " + err_text(e) +
                                 "; the device has " + mib(free_b) + " free of " + mib(total_b) +
                                 ", this run holds " + mib(memory_in_use()) +
@@ -248,13 +250,14 @@ Registration CudaDevice::register_host(void* host, std::size_t bytes) {
     cudaGetLastError();
     cudaHostUnregister(host);
     cudaGetLastError();
-    throw DeviceError(DeviceErrorKind::registration_refused,
-                      "cuda: cudaHostRegister(" + mib(bytes) +
-                          ") returned success but cudaPointerGetAttributes does not report the "
-                          "range as registered host memory (" +
-                          (a != cudaSuccess ? err_text(a)
-                                            : "type " + std::to_string(static_cast<int>(attr.type))) +
-                          ")");
+    throw DeviceError(
+        DeviceErrorKind::registration_refused,
+        "cuda: cudaHostRegister(" + mib(bytes) +
+            ") returned success but cudaPointerGetAttributes does not report the "
+            "range as registered host memory (" +
+            (a != cudaSuccess ? err_text(a)
+                              : "type " + std::to_string(static_cast<int>(attr.type))) +
+            ")");
   }
   return Registration{"cudaHostRegister", true};
 }
@@ -282,8 +285,7 @@ void* CudaDevice::allocate_host(std::size_t bytes) {
   void* p = nullptr;
   const cudaError_t e = cudaMallocHost(&p, bytes == 0 ? 1 : bytes);
   if (e != cudaSuccess) {
-    fail(e == cudaErrorMemoryAllocation ? DeviceErrorKind::out_of_memory
-                                        : DeviceErrorKind::runtime,
+    fail(e == cudaErrorMemoryAllocation ? DeviceErrorKind::out_of_memory : DeviceErrorKind::runtime,
          "cudaMallocHost", mib(bytes), e);
   }
   return p;
@@ -301,22 +303,22 @@ void CudaDevice::deallocate_host(void* host) noexcept {
 void CudaDevice::copy_to_device(Queue q, void* device, const void* host, std::size_t bytes) {
   if (bytes == 0) return;
   bind();
-  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream(q)),
-        "cudaMemcpyAsync", std::string("host->device, ") + mib(bytes) + ", queue " + to_string(q));
+  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream(q)), "cudaMemcpyAsync",
+        std::string("host->device, ") + mib(bytes) + ", queue " + to_string(q));
 }
 
 void CudaDevice::copy_to_host(Queue q, void* host, const void* device, std::size_t bytes) {
   if (bytes == 0) return;
   bind();
-  check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream(q)),
-        "cudaMemcpyAsync", std::string("device->host, ") + mib(bytes) + ", queue " + to_string(q));
+  check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream(q)), "cudaMemcpyAsync",
+        std::string("device->host, ") + mib(bytes) + ", queue " + to_string(q));
 }
 
 void CudaDevice::copy_on_device(Queue q, void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
   bind();
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(q)),
-        "cudaMemcpyAsync", std::string("device->device, ") + mib(bytes) + ", queue " + to_string(q));
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(q)), "cudaMemcpyAsync",
+        std::string("device->device, ") + mib(bytes) + ", queue " + to_string(q));
 }
 
 void CudaDevice::fill_zero(Queue q, void* device, std::size_t bytes) {
@@ -380,29 +382,30 @@ void CudaDevice::gemm(const GemmArgs& g) {
   const float beta = 0.0f;
   const cublasStatus_t s = cublasGemmEx(
       blas_, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-      static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), &alpha, g.b,
-      CUDA_R_16BF, static_cast<int>(g.ldb), g.a, CUDA_R_16BF, static_cast<int>(g.lda), &beta, g.c,
-      CUDA_R_16BF, static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), &alpha, g.b, CUDA_R_16BF,
+      static_cast<int>(g.ldb), g.a, CUDA_R_16BF, static_cast<int>(g.lda), &beta, g.c, CUDA_R_16BF,
+      static_cast<int>(g.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   check_blas(s, "cublasGemmEx",
-             "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" +
-                 std::to_string(g.k) + (g.trans_a ? " trans_a" : "") + (g.trans_b ? " trans_b" : ""));
+             "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                 " k=" + std::to_string(g.k) + (g.trans_a ? " trans_a" : "") +
+                 (g.trans_b ? " trans_b" : ""));
 }
 
 void CudaDevice::embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
                                    std::int64_t tokens, std::int64_t hidden) {
   bind();
-  check_launch(cuda::launch_embedding_forward(ids, table, out, tokens, hidden,
-                                              stream(Queue::compute)),
-               "embedding_forward", shape(tokens, hidden));
+  check_launch(
+      cuda::launch_embedding_forward(ids, table, out, tokens, hidden, stream(Queue::compute)),
+      "embedding_forward", shape(tokens, hidden));
 }
 
-void CudaDevice::embedding_backward(const EmbeddingGradIndex& index, const bf16* dout,
-                                    bf16* dtable, std::int64_t hidden) {
+void CudaDevice::embedding_backward(const EmbeddingGradIndex& index, const bf16* dout, bf16* dtable,
+                                    std::int64_t hidden) {
   bind();
-  check_launch(cuda::launch_embedding_backward(index.unique_ids, index.offsets, index.positions,
-                                               index.n_unique, dout, dtable, hidden,
-                                               stream(Queue::compute)),
-               "embedding_backward", shape(index.n_unique, hidden));
+  check_launch(
+      cuda::launch_embedding_backward(index.unique_ids, index.offsets, index.positions,
+                                      index.n_unique, dout, dtable, hidden, stream(Queue::compute)),
+      "embedding_backward", shape(index.n_unique, hidden));
 }
 
 void CudaDevice::bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) {

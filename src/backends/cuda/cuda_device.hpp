@@ -49,8 +49,8 @@ class CudaDevice final : public Device {
   void synchronize() override;
 
   void gemm(const GemmArgs& args) override;
-  void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
-                         std::int64_t tokens, std::int64_t hidden) override;
+  void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out, std::int64_t tokens,
+                         std::int64_t hidden) override;
   void embedding_backward(const EmbeddingGradIndex& index, const bf16* dout, bf16* dtable,
                           std::int64_t hidden) override;
   void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) override;
@@ -69,23 +69,22 @@ class CudaDevice final : public Device {
   // ---- decoder-transformer kernels (--model) ----
   void gemm_strided_batched(const GemmArgs& args, std::int64_t count, std::int64_t stride_a,
                             std::int64_t stride_b, std::int64_t stride_c) override;
-  void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd,
-                       std::int64_t rows, std::int64_t cols, float eps) override;
+  void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t rows,
+                       std::int64_t cols, float eps) override;
   void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
                         bf16* dx, bf16* dweight, std::int64_t rows, std::int64_t cols) override;
-  void to_heads(const bf16* x, bf16* out, std::int64_t batch, std::int64_t seq,
-                std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
-                double theta) override;
+  void to_heads(const bf16* x, bf16* out, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                std::int64_t head_dim, std::int64_t repeat, double theta) override;
   void from_heads(const bf16* g, bf16* out, std::int64_t batch, std::int64_t seq,
                   std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
                   double theta) override;
   void causal_softmax_forward(const bf16* scores, bf16* probs, std::int64_t n, std::int64_t seq,
                               float scale) override;
-  void causal_softmax_backward(const bf16* probs, const bf16* dprobs, bf16* dscores,
-                               std::int64_t n, std::int64_t seq, float scale) override;
+  void causal_softmax_backward(const bf16* probs, const bf16* dprobs, bf16* dscores, std::int64_t n,
+                               std::int64_t seq, float scale) override;
   void silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n) override;
-  void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
-                         bf16* dup, std::int64_t n) override;
+  void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate, bf16* dup,
+                         std::int64_t n) override;
 
   // --gpus N: NCCL (loaded at run time; nccl_collectives.hpp). Without NCCL headers at build
   // time both throw DeviceError(unavailable) saying so.

@@ -70,7 +70,7 @@ __device__ __forceinline__ float gelu_grad(float x) {
   return cdf + x * pdf;
 }
 
-#define ZOB_GRID_STRIDE(i, count)                                                     \
+#define ZOB_GRID_STRIDE(i, count)                                                         \
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < (count); \
        i += std::int64_t{gridDim.x} * blockDim.x)
 
@@ -106,8 +106,8 @@ __global__ void cast_bf16_f32_scalar(const bf16* __restrict__ src, float* __rest
 // out[i] = fp32(part 0)[i] + fp32(part 1)[i] + ... in rank order, one add at a time
 // (__fadd_rn: never contracted or reassociated), as collectives_detail::sum_in_rank_order.
 template <bool kBf16>
-__global__ void sum_rank_parts_kernel(const void* __restrict__ parts, int n_parts,
-                                      std::int64_t n, float* __restrict__ out) {
+__global__ void sum_rank_parts_kernel(const void* __restrict__ parts, int n_parts, std::int64_t n,
+                                      float* __restrict__ out) {
   ZOB_GRID_STRIDE(i, n) {
     float acc;
     if constexpr (kBf16) {
@@ -350,8 +350,8 @@ cudaError_t launch_cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n,
   return cudaGetLastError();
 }
 
-cudaError_t launch_sum_rank_parts(const void* parts, int n_parts, std::int64_t n,
-                                  bool bf16_parts, float* out, cudaStream_t stream) {
+cudaError_t launch_sum_rank_parts(const void* parts, int n_parts, std::int64_t n, bool bf16_parts,
+                                  float* out, cudaStream_t stream) {
   if (n <= 0 || n_parts <= 0) return cudaSuccess;
   if (bf16_parts) {
     sum_rank_parts_kernel<true><<<grid_for(n), kThreads, 0, stream>>>(parts, n_parts, n, out);
@@ -366,17 +366,16 @@ cudaError_t launch_embedding_forward(const std::int32_t* ids, const bf16* table,
                                      cudaStream_t stream) {
   if (tokens <= 0 || hidden <= 0) return cudaSuccess;
   if (hidden % 8 == 0 && aligned16(table) && aligned16(out)) {
-    embedding_forward_kernel<true><<<static_cast<unsigned>(tokens), 128, 0, stream>>>(
-        ids, table, out, hidden);
+    embedding_forward_kernel<true>
+        <<<static_cast<unsigned>(tokens), 128, 0, stream>>>(ids, table, out, hidden);
   } else {
-    embedding_forward_kernel<false><<<static_cast<unsigned>(tokens), 256, 0, stream>>>(
-        ids, table, out, hidden);
+    embedding_forward_kernel<false>
+        <<<static_cast<unsigned>(tokens), 256, 0, stream>>>(ids, table, out, hidden);
   }
   return cudaGetLastError();
 }
 
-cudaError_t launch_embedding_backward(const std::int32_t* unique_ids,
-                                      const std::int32_t* offsets,
+cudaError_t launch_embedding_backward(const std::int32_t* unique_ids, const std::int32_t* offsets,
                                       const std::int32_t* positions, std::int64_t n_unique,
                                       const bf16* dout, bf16* dtable, std::int64_t hidden,
                                       cudaStream_t stream) {

@@ -20,13 +20,11 @@ cudaError_t launch_cast_bf16_to_f32(const bf16* src, float* dst, std::int64_t n,
                                     cudaStream_t stream);
 // parts: n_parts contiguous arrays of n elements (bf16 when bf16_parts, else fp32);
 // out[i] = fp32 sum over r in order 0, 1, ... of parts[r][i]: the collectives' reduction.
-cudaError_t launch_sum_rank_parts(const void* parts, int n_parts, std::int64_t n,
-                                  bool bf16_parts, float* out, cudaStream_t stream);
+cudaError_t launch_sum_rank_parts(const void* parts, int n_parts, std::int64_t n, bool bf16_parts,
+                                  float* out, cudaStream_t stream);
 cudaError_t launch_embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
-                                     std::int64_t tokens, std::int64_t hidden,
-                                     cudaStream_t stream);
-cudaError_t launch_embedding_backward(const std::int32_t* unique_ids,
-                                      const std::int32_t* offsets,
+                                     std::int64_t tokens, std::int64_t hidden, cudaStream_t stream);
+cudaError_t launch_embedding_backward(const std::int32_t* unique_ids, const std::int32_t* offsets,
                                       const std::int32_t* positions, std::int64_t n_unique,
                                       const bf16* dout, bf16* dtable, std::int64_t hidden,
                                       cudaStream_t stream);

@@ -18,9 +18,9 @@ template <typename Fn>
 void resolve(void* lib, const char* name, Fn& fn, const std::string& path) {
   fn = reinterpret_cast<Fn>(::dlsym(lib, name));
   if (fn == nullptr) {
-    throw DeviceError(DeviceErrorKind::unavailable,
-                      "NCCL: " + path + " has no " + name + "; install NCCL >= 2.18 or point "
-                      "ZOB_NCCL_LIBRARY at one");
+    throw DeviceError(DeviceErrorKind::unavailable, "NCCL: " + path + " has no " + name +
+                                                        "; install NCCL >= 2.18 or point "
+                                                        "ZOB_NCCL_LIBRARY at one");
   }
 }
 

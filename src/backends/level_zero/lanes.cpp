@@ -144,15 +144,17 @@ ze_command_list_handle_t LevelZeroDevice::enter(Queue q, bool kernel) {
 void LevelZeroDevice::copy_to_device(Queue q, void* device, const void* host, std::size_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(mutex_);
-  ZE_CHECK_D(zeCommandListAppendMemoryCopy(enter(q, false), device, host, bytes, nullptr, 0, nullptr),
-             std::string("host->device ") + std::to_string(bytes) + " bytes on " + to_string(q));
+  ZE_CHECK_D(
+      zeCommandListAppendMemoryCopy(enter(q, false), device, host, bytes, nullptr, 0, nullptr),
+      std::string("host->device ") + std::to_string(bytes) + " bytes on " + to_string(q));
 }
 
 void LevelZeroDevice::copy_to_host(Queue q, void* host, const void* device, std::size_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(mutex_);
-  ZE_CHECK_D(zeCommandListAppendMemoryCopy(enter(q, false), host, device, bytes, nullptr, 0, nullptr),
-             std::string("device->host ") + std::to_string(bytes) + " bytes on " + to_string(q));
+  ZE_CHECK_D(
+      zeCommandListAppendMemoryCopy(enter(q, false), host, device, bytes, nullptr, 0, nullptr),
+      std::string("device->host ") + std::to_string(bytes) + " bytes on " + to_string(q));
 }
 
 void LevelZeroDevice::copy_on_device(Queue q, void* dst, const void* src, std::size_t bytes) {
@@ -166,8 +168,9 @@ void LevelZeroDevice::fill_zero(Queue q, void* device, std::size_t bytes) {
   if (bytes == 0) return;
   const std::uint8_t zero = 0;
   std::lock_guard lock(mutex_);
-  ZE_CHECK_D(zeCommandListAppendMemoryFill(enter(q, false), device, &zero, 1, bytes, nullptr, 0, nullptr),
-             std::to_string(bytes) + " bytes on " + to_string(q));
+  ZE_CHECK_D(
+      zeCommandListAppendMemoryFill(enter(q, false), device, &zero, 1, bytes, nullptr, 0, nullptr),
+      std::to_string(bytes) + " bytes on " + to_string(q));
 }
 
 std::unique_ptr<DeviceEvent> LevelZeroDevice::create_event() {
@@ -243,7 +246,8 @@ void LevelZeroDevice::launch(Queue q, KernelId id, std::array<std::uint32_t, 3> 
   std::lock_guard lock(mutex_);
   auto* kernel = kernels_[static_cast<std::size_t>(id)];
   for (std::size_t i = 0; i < args.size(); ++i)
-    ZE_CHECK_D(zeKernelSetArgumentValue(kernel, static_cast<std::uint32_t>(i), args[i].first, args[i].second),
+    ZE_CHECK_D(zeKernelSetArgumentValue(kernel, static_cast<std::uint32_t>(i), args[i].first,
+                                        args[i].second),
                std::string(ki.name) + " argument " + std::to_string(i));
   const ze_group_count_t count{groups[0], groups[1], groups[2]};
   // Immediate lists take the arguments at append time, so the kernel object is free after.
@@ -259,15 +263,17 @@ void LevelZeroDevice::launch_1d(Queue q, KernelId id, std::int64_t n, std::int64
   launch(q, id, {l0::groups_for(items, l0::kWg, l0::kernel_info(id).name), 1, 1}, args);
 }
 
-#define ZOB_ARG(x) std::pair<std::size_t, const void*>{sizeof(x), &(x)}
+#define ZOB_ARG(x) \
+  std::pair<std::size_t, const void*> { sizeof(x), &(x) }
 
 void LevelZeroDevice::gemm(const GemmArgs& a) {
   if (a.m <= 0 || a.n <= 0) return;
   const std::int32_t ta = a.trans_a ? 1 : 0, tb = a.trans_b ? 1 : 0;
-  launch(Queue::compute, KernelId::gemm,
-         {l0::groups_for(a.n, l0::kGemmBlock, "gemm"), l0::groups_for(a.m, l0::kGemmBlock, "gemm"), 1},
-         {ZOB_ARG(ta), ZOB_ARG(tb), ZOB_ARG(a.m), ZOB_ARG(a.n), ZOB_ARG(a.k), ZOB_ARG(a.a),
-          ZOB_ARG(a.lda), ZOB_ARG(a.b), ZOB_ARG(a.ldb), ZOB_ARG(a.c), ZOB_ARG(a.ldc)});
+  launch(
+      Queue::compute, KernelId::gemm,
+      {l0::groups_for(a.n, l0::kGemmBlock, "gemm"), l0::groups_for(a.m, l0::kGemmBlock, "gemm"), 1},
+      {ZOB_ARG(ta), ZOB_ARG(tb), ZOB_ARG(a.m), ZOB_ARG(a.n), ZOB_ARG(a.k), ZOB_ARG(a.a),
+       ZOB_ARG(a.lda), ZOB_ARG(a.b), ZOB_ARG(a.ldb), ZOB_ARG(a.c), ZOB_ARG(a.ldc)});
 }
 
 void LevelZeroDevice::embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
@@ -311,11 +317,13 @@ void LevelZeroDevice::column_sum(const bf16* x, bf16* out, std::int64_t rows, st
 }
 
 void LevelZeroDevice::residual_add(bf16* x, const bf16* y, std::int64_t n) {
-  launch_1d(Queue::compute, KernelId::residual_add, n, l0::kVec, {ZOB_ARG(x), ZOB_ARG(y), ZOB_ARG(n)});
+  launch_1d(Queue::compute, KernelId::residual_add, n, l0::kVec,
+            {ZOB_ARG(x), ZOB_ARG(y), ZOB_ARG(n)});
 }
 
 void LevelZeroDevice::fill(bf16* x, float value, std::int64_t n) {
-  launch_1d(Queue::compute, KernelId::fill_bf16, n, l0::kVec, {ZOB_ARG(x), ZOB_ARG(value), ZOB_ARG(n)});
+  launch_1d(Queue::compute, KernelId::fill_bf16, n, l0::kVec,
+            {ZOB_ARG(x), ZOB_ARG(value), ZOB_ARG(n)});
 }
 
 // Two launches on the compute queue, a barrier between them (enter()): up to kSumGroups

@@ -50,8 +50,9 @@ LevelZeroDevice::~LevelZeroDevice() { release_all(); }
 
 void LevelZeroDevice::open(int index) {
   if (ze_result_t r = zeInit(ZE_INIT_FLAG_GPU_ONLY); r != ZE_RESULT_SUCCESS)
-    unavailable(std::string("zeInit(ZE_INIT_FLAG_GPU_ONLY) failed: ") + l0::result_name(r) +
-                " (no Level Zero GPU driver: install Intel's compute-runtime, check /dev/dri access)");
+    unavailable(
+        std::string("zeInit(ZE_INIT_FLAG_GPU_ONLY) failed: ") + l0::result_name(r) +
+        " (no Level Zero GPU driver: install Intel's compute-runtime, check /dev/dri access)");
   std::uint32_t n_drivers = 0;
   if (ze_result_t r = zeDriverGet(&n_drivers, nullptr); r != ZE_RESULT_SUCCESS || n_drivers == 0)
     unavailable(std::string("zeDriverGet found no Level Zero driver (") + l0::result_name(r) + ")");
@@ -68,8 +69,8 @@ void LevelZeroDevice::open(int index) {
   }
   if (gpus.empty()) unavailable("no Level Zero GPU device (the driver reports none)");
   if (index < 0 || static_cast<std::size_t>(index) >= gpus.size())
-    unavailable("--device-index " + std::to_string(index) + " out of range: " +
-                std::to_string(gpus.size()) + " Level Zero GPU device(s)");
+    unavailable("--device-index " + std::to_string(index) +
+                " out of range: " + std::to_string(gpus.size()) + " Level Zero GPU device(s)");
   driver_ = gpus[static_cast<std::size_t>(index)].first;
   device_ = gpus[static_cast<std::size_t>(index)].second;
 
@@ -115,7 +116,8 @@ void LevelZeroDevice::create_lists() {
   int compute = -1, copy = -1;
   for (std::uint32_t i = 0; i < n; ++i) {
     const auto f = groups[i].flags;
-    if (compute < 0 && (f & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE)) compute = static_cast<int>(i);
+    if (compute < 0 && (f & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE))
+      compute = static_cast<int>(i);
     // The main copy engine: a copy-only group, preferably the one with a single queue (the
     // link copy engines come as a group of several).
     const bool copy_only = (f & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COPY) &&
@@ -127,11 +129,10 @@ void LevelZeroDevice::create_lists() {
   if (compute < 0) unavailable("the device has no compute queue group");
   auto make = [&](int ordinal, std::uint32_t index) {
     const std::uint32_t queues = groups[static_cast<std::size_t>(ordinal)].numQueues;
-    ze_command_queue_desc_t desc{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr,
-                                 static_cast<std::uint32_t>(ordinal),
-                                 queues == 0 ? 0 : index % queues, 0,
-                                 ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-                                 ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+    ze_command_queue_desc_t desc{
+        ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, static_cast<std::uint32_t>(ordinal),
+        queues == 0 ? 0 : index % queues,     0,       ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+        ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
     ze_command_list_handle_t list = nullptr;
     ZE_CHECK_D(zeCommandListCreateImmediate(shared_->context, device_, &desc, &list),
                "ordinal " + std::to_string(ordinal) + " index " + std::to_string(desc.index));
@@ -157,8 +158,13 @@ void LevelZeroDevice::create_kernels() {
   std::map<std::string, ze_module_handle_t> by_name;
   for (int i = 0; i < l0::kSpirvModuleCount; ++i) {
     const auto& m = l0::kSpirvModules[i];
-    ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC, nullptr, ZE_MODULE_FORMAT_IL_SPIRV,
-                          m.size, m.data, "", nullptr};
+    ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC,
+                          nullptr,
+                          ZE_MODULE_FORMAT_IL_SPIRV,
+                          m.size,
+                          m.data,
+                          "",
+                          nullptr};
     ze_module_handle_t module = nullptr;
     ze_module_build_log_handle_t log = nullptr;
     const ze_result_t r = zeModuleCreate(shared_->context, device_, &desc, &module, &log);
@@ -187,7 +193,8 @@ void LevelZeroDevice::create_kernels() {
   // sum()'s partial sums: the backend's own scratch, outside the memory the caller accounts.
   ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
   void* p = nullptr;
-  ZE_CHECK(zeMemAllocDevice(shared_->context, &desc, l0::kSumGroups * sizeof(float), 256, device_, &p));
+  ZE_CHECK(
+      zeMemAllocDevice(shared_->context, &desc, l0::kSumGroups * sizeof(float), 256, device_, &p));
   sum_partials_ = static_cast<float*>(p);
 }
 
@@ -199,9 +206,12 @@ void LevelZeroDevice::probe_registration() {
   for (const auto& e : ext)
     if (std::strcmp(e.name, l0::kMemmapExtensionName) == 0) has_memmap_ = true;
   // compute-runtime serves the zex functions whether or not it lists the name: ask for them.
-  if (zeDriverGetExtensionFunctionAddress(driver_, l0::kZexImportName, &zex_import_) != ZE_RESULT_SUCCESS ||
-      zeDriverGetExtensionFunctionAddress(driver_, l0::kZexReleaseName, &zex_release_) != ZE_RESULT_SUCCESS ||
-      zeDriverGetExtensionFunctionAddress(driver_, l0::kZexBaseAddressName, &zex_base_) != ZE_RESULT_SUCCESS ||
+  if (zeDriverGetExtensionFunctionAddress(driver_, l0::kZexImportName, &zex_import_) !=
+          ZE_RESULT_SUCCESS ||
+      zeDriverGetExtensionFunctionAddress(driver_, l0::kZexReleaseName, &zex_release_) !=
+          ZE_RESULT_SUCCESS ||
+      zeDriverGetExtensionFunctionAddress(driver_, l0::kZexBaseAddressName, &zex_base_) !=
+          ZE_RESULT_SUCCESS ||
       zex_import_ == nullptr || zex_release_ == nullptr || zex_base_ == nullptr) {
     zex_import_ = zex_release_ = zex_base_ = nullptr;
   }
@@ -232,15 +242,20 @@ void LevelZeroDevice::release_all() noexcept {
   }
   for (auto& [p, range] : registered_) {
     if (range.memmap) warn(zeMemFree(shared_->context, reinterpret_cast<void*>(p)), "zeMemFree");
-    else warn(reinterpret_cast<l0::zex_release_fn>(zex_release_)(zex_driver_, reinterpret_cast<void*>(p)),
-              "zexDriverReleaseImportedPointer");
+    else
+      warn(reinterpret_cast<l0::zex_release_fn>(zex_release_)(zex_driver_,
+                                                              reinterpret_cast<void*>(p)),
+           "zexDriverReleaseImportedPointer");
   }
   registered_.clear();
-  for (auto& [p, bytes] : host_allocs_) warn(zeMemFree(shared_->context, reinterpret_cast<void*>(p)), "zeMemFree");
+  for (auto& [p, bytes] : host_allocs_)
+    warn(zeMemFree(shared_->context, reinterpret_cast<void*>(p)), "zeMemFree");
   host_allocs_.clear();
-  for (auto& [p, bytes] : device_allocs_) warn(zeMemFree(shared_->context, reinterpret_cast<void*>(p)), "zeMemFree");
+  for (auto& [p, bytes] : device_allocs_)
+    warn(zeMemFree(shared_->context, reinterpret_cast<void*>(p)), "zeMemFree");
   device_allocs_.clear();
-  for (auto& [key, table] : rope_tables_) warn(zeMemFree(shared_->context, table.device), "zeMemFree");
+  for (auto& [key, table] : rope_tables_)
+    warn(zeMemFree(shared_->context, table.device), "zeMemFree");
   rope_tables_.clear();
   if (sum_partials_ != nullptr) warn(zeMemFree(shared_->context, sum_partials_), "zeMemFree");
   sum_partials_ = nullptr;
@@ -261,7 +276,8 @@ void* LevelZeroDevice::allocate(std::size_t bytes) {
   ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
   void* p = nullptr;
   std::lock_guard lock(mutex_);
-  const ze_result_t r = zeMemAllocDevice(shared_->context, &desc, bytes == 0 ? 1 : bytes, 256, device_, &p);
+  const ze_result_t r =
+      zeMemAllocDevice(shared_->context, &desc, bytes == 0 ? 1 : bytes, 256, device_, &p);
   if (r != ZE_RESULT_SUCCESS)
     l0::fail("zeMemAllocDevice", r,
              std::to_string(bytes) + " bytes; " + std::to_string(in_use_) + " in use, peak " +
@@ -338,7 +354,8 @@ Registration LevelZeroDevice::register_host(void* host, std::size_t bytes) {
       release(zex_driver_, host);
       throw DeviceError(DeviceErrorKind::registration_refused,
                         "xpu: zexDriverGetHostPointerBaseAddress after importing " + where +
-                            " gave " + hex(b) + " (" + l0::result_name(r) + "): import not verified");
+                            " gave " + hex(b) + " (" + l0::result_name(r) +
+                            "): import not verified");
     }
     registered_[p] = HostRange{bytes, false};
     return Registration{l0::kZexImportName, true};
@@ -353,9 +370,9 @@ void LevelZeroDevice::unregister_host(void* host) noexcept {
   std::lock_guard lock(mutex_);
   auto it = registered_.find(reinterpret_cast<std::uintptr_t>(host));
   if (it == registered_.end()) return;
-  const ze_result_t r =
-      it->second.memmap ? zeMemFree(shared_->context, host)
-                        : reinterpret_cast<l0::zex_release_fn>(zex_release_)(zex_driver_, host);
+  const ze_result_t r = it->second.memmap
+                            ? zeMemFree(shared_->context, host)
+                            : reinterpret_cast<l0::zex_release_fn>(zex_release_)(zex_driver_, host);
   if (r != ZE_RESULT_SUCCESS)
     std::fprintf(stderr, "xpu: releasing registered %p failed: %s\n", host, l0::result_name(r));
   registered_.erase(it);
@@ -374,7 +391,8 @@ void* LevelZeroDevice::allocate_host(std::size_t bytes) {
   ze_host_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
   void* p = nullptr;
   std::lock_guard lock(mutex_);
-  const ze_result_t r = zeMemAllocHost(shared_->context, &desc, bytes == 0 ? 1 : bytes, page_size(), &p);
+  const ze_result_t r =
+      zeMemAllocHost(shared_->context, &desc, bytes == 0 ? 1 : bytes, page_size(), &p);
   if (r != ZE_RESULT_SUCCESS)
     l0::fail("zeMemAllocHost", r, std::to_string(bytes) + " bytes", l0::kind_of(r));
   host_allocs_[reinterpret_cast<std::uintptr_t>(p)] = bytes;

@@ -7,12 +7,12 @@
 // internal event. A list completes its commands in any order unless a barrier orders them
 // (the specification promises only that they start in order), so a queue's command on a list
 // that already holds one of the queue's commands since the list's last barrier is appended
-// after a barrier: each queue runs in order, as zob::Device requires. Timing: kernel-timestamp events, ticks masked to kernelTimestampValidBits
-// and scaled by timerResolution in Hz (ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES_1_2).
-// Registration: ZE_extension_external_memmap_sysmem when the driver reports it, else
-// ZEX_driver_import_host_pointer (verified with zexDriverGetHostPointerBaseAddress), else
-// DeviceError(registration_refused). Registered memory is only ever copied, never given to a
-// kernel (imported memory is copy-only).
+// after a barrier: each queue runs in order, as zob::Device requires. Timing: kernel-timestamp
+// events, ticks masked to kernelTimestampValidBits and scaled by timerResolution in Hz
+// (ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES_1_2). Registration: ZE_extension_external_memmap_sysmem when
+// the driver reports it, else ZEX_driver_import_host_pointer (verified with
+// zexDriverGetHostPointerBaseAddress), else DeviceError(registration_refused). Registered memory is
+// only ever copied, never given to a kernel (imported memory is copy-only).
 #pragma once
 #include <level_zero/ze_api.h>
 
@@ -71,8 +71,8 @@ class LevelZeroDevice final : public Device {
   void synchronize() override;
 
   void gemm(const GemmArgs& args) override;
-  void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out,
-                         std::int64_t tokens, std::int64_t hidden) override;
+  void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out, std::int64_t tokens,
+                         std::int64_t hidden) override;
   void embedding_backward(const EmbeddingGradIndex& index, const bf16* dout, bf16* dtable,
                           std::int64_t hidden) override;
   void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) override;
@@ -89,23 +89,22 @@ class LevelZeroDevice final : public Device {
   // ---- decoder-transformer kernels (--model) ----
   void gemm_strided_batched(const GemmArgs& args, std::int64_t count, std::int64_t stride_a,
                             std::int64_t stride_b, std::int64_t stride_c) override;
-  void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd,
-                       std::int64_t rows, std::int64_t cols, float eps) override;
+  void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t rows,
+                       std::int64_t cols, float eps) override;
   void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
                         bf16* dx, bf16* dweight, std::int64_t rows, std::int64_t cols) override;
-  void to_heads(const bf16* x, bf16* out, std::int64_t batch, std::int64_t seq,
-                std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
-                double theta) override;
+  void to_heads(const bf16* x, bf16* out, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                std::int64_t head_dim, std::int64_t repeat, double theta) override;
   void from_heads(const bf16* g, bf16* out, std::int64_t batch, std::int64_t seq,
                   std::int64_t heads, std::int64_t head_dim, std::int64_t repeat,
                   double theta) override;
   void causal_softmax_forward(const bf16* scores, bf16* probs, std::int64_t n, std::int64_t seq,
                               float scale) override;
-  void causal_softmax_backward(const bf16* probs, const bf16* dprobs, bf16* dscores,
-                               std::int64_t n, std::int64_t seq, float scale) override;
+  void causal_softmax_backward(const bf16* probs, const bf16* dprobs, bf16* dscores, std::int64_t n,
+                               std::int64_t seq, float scale) override;
   void silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n) override;
-  void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
-                         bf16* dup, std::int64_t n) override;
+  void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate, bf16* dup,
+                         std::int64_t n) override;
 
   // What register_host will use: "zeMemAllocHost(memmap-sysmem)",
   // "zexDriverImportExternalPointer" or "" (none: register_host throws).

@@ -62,20 +62,39 @@ class LevelZeroEvent final : public DeviceEvent {
 
 // Kernels of kernels/*.cl, in the order of the table in lanes.cpp.
 enum class KernelId : int {
-  gemm, embedding_forward, embedding_backward, bias_add, bias_gelu_forward, gelu_backward,
-  residual_add, fill_bf16, cast_f32_to_bf16, cast_bf16_to_f32, column_sum, sum_bf16_partial,
+  gemm,
+  embedding_forward,
+  embedding_backward,
+  bias_add,
+  bias_gelu_forward,
+  gelu_backward,
+  residual_add,
+  fill_bf16,
+  cast_f32_to_bf16,
+  cast_bf16_to_f32,
+  column_sum,
+  sum_bf16_partial,
   sum_partials,
   // decoder.cl and gemm.cl's gemm_batched: the decoder-transformer kernels (--model)
-  gemm_batched, rmsnorm_forward, rmsnorm_backward, to_heads, to_heads_rope, from_heads,
-  from_heads_rope, causal_softmax_forward, causal_softmax_backward, silu_mul_forward,
-  silu_mul_backward, count
+  gemm_batched,
+  rmsnorm_forward,
+  rmsnorm_backward,
+  to_heads,
+  to_heads_rope,
+  from_heads,
+  from_heads_rope,
+  causal_softmax_forward,
+  causal_softmax_backward,
+  silu_mul_forward,
+  silu_mul_backward,
+  count
 };
-inline constexpr std::uint32_t kWg = 256;          // ZOB_WG in kernels/bf16.h
-inline constexpr std::uint32_t kVec = 4;           // ZOB_VEC: elements per element-wise item
-inline constexpr std::uint32_t kSumGroups = 512;   // ZOB_SUM_GROUPS: most partial sums
-inline constexpr std::int64_t kSumMinChunk = 4096; // elements per partial-sum group, at least
-inline constexpr std::uint32_t kGemmWg = 16;       // GEMM_WG in kernels/gemm.cl
-inline constexpr std::uint32_t kGemmBlock = 64;    // GEMM_BT: C block per work-group
+inline constexpr std::uint32_t kWg = 256;           // ZOB_WG in kernels/bf16.h
+inline constexpr std::uint32_t kVec = 4;            // ZOB_VEC: elements per element-wise item
+inline constexpr std::uint32_t kSumGroups = 512;    // ZOB_SUM_GROUPS: most partial sums
+inline constexpr std::int64_t kSumMinChunk = 4096;  // elements per partial-sum group, at least
+inline constexpr std::uint32_t kGemmWg = 16;        // GEMM_WG in kernels/gemm.cl
+inline constexpr std::uint32_t kGemmBlock = 64;     // GEMM_BT: C block per work-group
 // gemm_batched's entries are group z: the least maxGroupCountZ Level Zero devices report.
 inline constexpr std::int64_t kMaxBatch = 65535;
 struct KernelInfo {

@@ -15,14 +15,17 @@ namespace zob::l0 {
 // stype and layout against the specification's.
 #if defined(ZE_EXTERNAL_MEMMAP_SYSMEM_EXT_NAME)
 inline constexpr const char* kMemmapExtensionName = ZE_EXTERNAL_MEMMAP_SYSMEM_EXT_NAME;
-inline constexpr auto kStypeExternalMemmapSysmemExtDesc = ZE_STRUCTURE_TYPE_EXTERNAL_MEMMAP_SYSMEM_EXT_DESC;
+inline constexpr auto kStypeExternalMemmapSysmemExtDesc =
+    ZE_STRUCTURE_TYPE_EXTERNAL_MEMMAP_SYSMEM_EXT_DESC;
 using ExternalMemmapSysmemExtDesc = ze_external_memmap_sysmem_ext_desc_t;
 // The fallback below must agree with the headers that do declare it.
-static_assert(static_cast<std::uint32_t>(ZE_STRUCTURE_TYPE_EXTERNAL_MEMMAP_SYSMEM_EXT_DESC) == 0x00020037u);
+static_assert(static_cast<std::uint32_t>(ZE_STRUCTURE_TYPE_EXTERNAL_MEMMAP_SYSMEM_EXT_DESC) ==
+              0x00020037u);
 #else
 inline constexpr const char* kMemmapExtensionName = "ZE_extension_external_memmap_sysmem";
 // ZE_STRUCTURE_TYPE_EXTERNAL_MEMMAP_SYSMEM_EXT_DESC, spec 1.12 (ze_structure_type_t).
-inline constexpr auto kStypeExternalMemmapSysmemExtDesc = static_cast<ze_structure_type_t>(0x00020037);
+inline constexpr auto kStypeExternalMemmapSysmemExtDesc =
+    static_cast<ze_structure_type_t>(0x00020037);
 struct ExternalMemmapSysmemExtDesc {  // ze_external_memmap_sysmem_ext_desc_t, field for field
   ze_structure_type_t stype = kStypeExternalMemmapSysmemExtDesc;
   const void* pNext = nullptr;
