@@ -16,7 +16,10 @@ flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 objs=()
 pids=()
 for src in "$@"; do
-  obj="$build/fuzz/$target.$(basename "$src").o"
+  # Named by the path under the repository, not the file name alone: src/common/settings.cpp
+  # and src/report/settings.cpp would otherwise write one object.
+  rel=$(realpath --relative-to="$root" "$src")
+  obj="$build/fuzz/$target.${rel//\//_}.o"
   clang++-15 "${flags[@]}" -c "$src" -o "$obj" &
   pids+=($!)
   objs+=("$obj")
