@@ -4,8 +4,8 @@
 // DRIVERRESULT, the compact sweep entry, and --dry-run --skip-preflight's pre-flight line.
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
-#include <algorithm>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
