@@ -1,8 +1,13 @@
 # Third-party dependencies: Debian packages only (scripts/deps installs them).
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
-# Header-only fmt: the binary then runs on machines without libfmt (the GPU machine has none).
+# fmt: its headers from Debian's libfmt-dev, its implementation compiled once into zob_fmt
+# (src/common/fmt_instantiations.cpp says why): the binary then runs on machines without
+# libfmt (the GPU machine has none), and no file pays for header-only fmt.
 find_package(fmt 9 REQUIRED)
+add_library(zob_fmt STATIC ${PROJECT_SOURCE_DIR}/src/common/fmt_instantiations.cpp)
+target_include_directories(zob_fmt SYSTEM PUBLIC
+                           $<TARGET_PROPERTY:fmt::fmt,INTERFACE_INCLUDE_DIRECTORIES>)
 find_package(CLI11 2.1 REQUIRED)
 if(ZOB_BUILD_TESTS)
   find_package(GTest REQUIRED)
