@@ -87,21 +87,12 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
   if (!config.json_path.empty()) {
+    // DRIVERRESULT's workload (one writer, report.cpp) plus the module count of the plan.
+    nlohmann::ordered_json dry_run_workload = workload_json(config);
+    dry_run_workload["modules"] = layout.modules.size();
     nlohmann::ordered_json j = {
         {"dry_run", true},
-        {"workload",
-         {{"model", model},
-          {"params", layout.total},
-          {"architecture", model_architecture_json(config.model)},
-          {"vocab", config.model.vocab},
-          {"hidden", config.model.hidden},
-          {"layers", config.model.layers},
-          {"batch", config.batch},
-          {"seq", config.seq},
-          {"tokens_per_step", config.tokens()},
-          {"loop", to_string(config.loop)},
-          {"schedule", to_string(config.schedule)},
-          {"modules", layout.modules.size()}}},
+        {"workload", dry_run_workload},
         {"plan",
          {{"host_pinned_bytes", plan.host_pinned_bytes},
           {"host_pageable_bytes", plan.host_pageable_bytes},

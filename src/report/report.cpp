@@ -12,9 +12,9 @@
 #include <map>
 
 #include "report/deepspeed_gap.hpp"
+#include "report/deepspeed_settings.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
-#include "report/settings.hpp"
 #include "report/verdict.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"

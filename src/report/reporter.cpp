@@ -5,12 +5,12 @@
 
 #include "report/csv.hpp"
 #include "report/deepspeed_gap.hpp"
+#include "report/deepspeed_settings.hpp"
 #include "report/details.hpp"
 #include "report/glance.hpp"
 #include "report/json_util.hpp"
 #include "report/plot.hpp"
 #include "report/report.hpp"
-#include "report/settings.hpp"
 #include "report/table.hpp"
 #include "report/verdict.hpp"
 #include "zob/text.hpp"

@@ -58,7 +58,7 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
   const std::uint64_t T = u(c.tokens()), h = u(c.model.hidden), V = u(c.model.vocab);
   const std::uint64_t n = u(c.model.layers), F = 4 * h;
   const ShardLayout shards = ShardLayout::build(layout, ranks);
-  const std::uint64_t P = u(layout.total), S = u(shards.total);  // N = 1: S = P
+  const std::uint64_t S = u(shards.total);  // N = 1: every parameter
   std::uint64_t biggest_shard = 0;
   for (std::int64_t v : shards.shard) biggest_shard = std::max(biggest_shard, u(v));
   const std::uint64_t biggest = biggest_shard * u(ranks);  // a module gathered, padded

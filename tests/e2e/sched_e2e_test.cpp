@@ -182,6 +182,11 @@ TEST(SchedE2E, DryRunPrintsThePlanAndThePreflightVerdict) {
   ASSERT_TRUE(in) << "no --json file";
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_EQ(j.at("workload").at("params"), 533848064);
+  // The run's workload (report.cpp's one writer) plus the module count: settings appear too.
+  EXPECT_EQ(j.at("workload").at("loop"), "offload_param");
+  EXPECT_TRUE(j.at("workload").contains("seed")) << j.at("workload").dump();
+  EXPECT_TRUE(j.at("workload").contains("chunk_elems")) << j.at("workload").dump();
+  EXPECT_EQ(j.at("workload").at("modules"), 14);
   EXPECT_EQ(j.at("preflight").at("ok"), true);
   const auto& arms = j.at("plan").at("arms");
   EXPECT_GT(arms.at("registered").at("host_locked_bytes").get<std::uint64_t>(), 0u);

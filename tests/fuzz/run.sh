@@ -17,7 +17,7 @@ objs=()
 pids=()
 for src in "$@"; do
   # Named by the path under the repository, not the file name alone: src/common/settings.cpp
-  # and src/report/settings.cpp would otherwise write one object.
+  # and a file of the same name in another folder would otherwise write one object.
   rel=$(realpath --relative-to="$root" "$src")
   obj="$build/fuzz/$target.${rel//\//_}.o"
   clang++-15 "${flags[@]}" -c "$src" -o "$obj" &

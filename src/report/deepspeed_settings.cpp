@@ -1,4 +1,4 @@
-#include "report/settings.hpp"
+#include "report/deepspeed_settings.hpp"
 
 #include <fmt/format.h>
 

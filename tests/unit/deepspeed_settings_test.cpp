@@ -1,5 +1,5 @@
-// The settings printed after the verdict (src/report/settings.cpp): for every arm that can win
-// on cuda and on xpu, what a DeepSpeed user is told to set, and that the run's lines and
+// The settings printed after the verdict (src/report/deepspeed_settings.cpp): for every arm that
+// can win on cuda and on xpu, what a DeepSpeed user is told to set, and that the run's lines and
 // DRIVERRESULT's "settings" follow the arm that won, the loop and the bytes each process locks.
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <numeric>
 #include <string>
 
+#include "report/deepspeed_settings.hpp"
 #include "report/details.hpp"
 #include "report/report.hpp"
-#include "report/settings.hpp"
 
 namespace {
 
@@ -49,7 +49,7 @@ std::string env_of(const zob::ArmSettings& s) {
   return out;
 }
 
-TEST(Settings, EachArmOnCudaNamesDeepSpeedsBackendAndRegistration) {
+TEST(DeepSpeedSettings, EachArmOnCudaNamesDeepSpeedsBackendAndRegistration) {
   const auto reg = zob::deepspeed_settings(Arm::registered, "cuda", 100);
   EXPECT_TRUE(reg.deepspeed_has_it);
   EXPECT_EQ(env_of(reg), "DS_PIN_MEMORY_BACKEND=native DS_PIN_MEMORY_REGISTER_DEVICE=1 ");
@@ -69,7 +69,7 @@ TEST(Settings, EachArmOnCudaNamesDeepSpeedsBackendAndRegistration) {
   EXPECT_EQ(hostalloc.memlock_bytes, 0u);
 }
 
-TEST(Settings, OnXpuRegistrationHasNoDeepSpeedSettingAndSaysWhy) {
+TEST(DeepSpeedSettings, OnXpuRegistrationHasNoDeepSpeedSettingAndSaysWhy) {
   const auto reg = zob::deepspeed_settings(Arm::registered, "xpu", 100);
   EXPECT_FALSE(reg.deepspeed_has_it);
   EXPECT_TRUE(reg.env.empty());
@@ -85,7 +85,7 @@ TEST(Settings, OnXpuRegistrationHasNoDeepSpeedSettingAndSaysWhy) {
             "DS_PIN_MEMORY_BACKEND=torch ");
 }
 
-TEST(Settings, TheLinesFollowTheArmThatWonTheLoopAndTheLockedBytes) {
+TEST(DeepSpeedSettings, TheLinesFollowTheArmThatWonTheLoopAndTheLockedBytes) {
   const std::uint64_t locked = 5338480640;  // the default plan's, results/h200 (one rank)
   zob::RunResult run = run_of("cuda", Arm::registered, Arm::unregistered, locked);
   std::string text = zob::render_settings_lines(run);
@@ -141,7 +141,7 @@ TEST(Settings, TheLinesFollowTheArmThatWonTheLoopAndTheLockedBytes) {
             0u);
 }
 
-TEST(Settings, TheCpuDeviceGetsOneLineAndNoArm) {
+TEST(DeepSpeedSettings, TheCpuDeviceGetsOneLineAndNoArm) {
   const auto run = run_of("cpu", Arm::registered, Arm::unregistered, 100);
   const std::string text = zob::render_settings_lines(run);
   EXPECT_EQ(text.rfind("settings: none: nothing is registered on the CPU device", 0), 0u) << text;
