@@ -62,7 +62,8 @@ class ArmRunner {
  private:
   // Host seconds of the phases a step measures on the host clock.
   struct StepTimes {
-    double forward = 0, backward = 0, grad_wait = 0, adam = 0, copy_back = 0, host_cast = 0;
+    // adam: under --offload-param Adam fused with the host cast (no separate cast time)
+    double forward = 0, backward = 0, grad_wait = 0, adam = 0, copy_back = 0;
   };
 
   bool offload() const { return cfg_.loop == Loop::offload_param; }

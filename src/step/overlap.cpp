@@ -68,21 +68,21 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
     const auto ta = Clock::now();
     out.grad_wait_s += seconds_between(tw, ta);
 
+    if (!copy_back) {
+      // offload_param: Adam fused with the host cast of the piece, one pass (adam_cast).
+      adam_step_cast(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
+                     buf_.exp_avg_sq + p.begin, buf_.host_bf16 + p.begin, len, t, hyper_, pool_);
+      const double a = seconds_since(ta);
+      out.adam_s += a;
+      s.spans.push_back({"cpu_adam", "adam_cast" + tag, seconds_between(t0, ta), a});
+      ++k;
+      continue;
+    }
     adam_step(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
               buf_.exp_avg_sq + p.begin, len, t, hyper_, pool_);
     const auto tc = Clock::now();
     out.adam_s += seconds_between(ta, tc);
     s.spans.push_back({"cpu_adam", "adam" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
-
-    if (!copy_back) {
-      cast_f32_to_bf16_host(buf_.master + p.begin, buf_.host_bf16 + p.begin, len, pool_);
-      const auto te = Clock::now();
-      out.host_cast_s += seconds_between(tc, te);
-      s.spans.push_back(
-          {"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
-      ++k;
-      continue;
-    }
     // Copy-back of this piece through temporary k % 2, which the cast two pieces back read.
     DeviceEvent* temp_free = k >= 2 ? &(*ev_.cast_end)[pieces_[k - 2].index] : nullptr;
     enqueue_copy_back_piece(dev_, buf_.master, buf_.device_params, buf_.temp[k % 2], p.begin, len,

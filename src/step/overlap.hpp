@@ -8,7 +8,7 @@
 //  (b) copy_back loop: after a piece's Adam its copy-back (H2D + device cast) is enqueued
 //      through one of two fp32 device temporaries, and the host goes on with the next
 //      piece's Adam; a temporary is overwritten only after the cast that read it finished;
-//  (c) offload_param loop: the host bf16 cast of a piece follows its Adam at once.
+//  (c) offload_param loop: a piece's Adam is fused with its host bf16 cast (adam_step_cast).
 // Adam and the casts are element-wise and bitwise independent of how a range is split, so
 // the results equal stock bit for bit. With unregistered memory each copy blocks the host
 // thread while the driver stages it, so (b) mostly disappears: that is what the tool measures.
@@ -60,9 +60,8 @@ struct OverlapEvents {
 
 struct OverlapTimes {
   double grad_wait_s = 0;  // host blocked on gradient events
-  double adam_s = 0;
+  double adam_s = 0;       // offload_param: Adam fused with the host cast
   double copy_back_s = 0;  // host time enqueuing copy-backs (blocking when unregistered)
-  double host_cast_s = 0;  // offload_param
 };
 
 class OverlapSchedule {

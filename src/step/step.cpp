@@ -304,13 +304,8 @@ StepSample ArmRunner::run_step(int t) {
   link_ = {};
   report_compute(s, times);
   if (fetching()) report_fetches(s);
-  if (offload()) {
-    // reads fp32, writes bf16
-    s.set_phase(Phase::host_cast, times.host_cast, -1,
-                6 * static_cast<std::uint64_t>(shards_.total), shards_.total);
-  } else {
-    report_copy_back(s, times);
-  }
+  // Under --offload-param the host cast is part of the adam_cast phase (report_compute).
+  if (!offload()) report_copy_back(s, times);
   return s;
 }
 
@@ -369,7 +364,6 @@ void ArmRunner::optimizer_overlap(int t, Clock::time_point t0, StepSample& s, St
   times.grad_wait = o.grad_wait_s;
   times.adam = o.adam_s;
   times.copy_back = o.copy_back_s;
-  times.host_cast = o.host_cast_s;
   // Read the loss only now: a copy into pageable memory may block the host until the
   // compute queue reaches it, which must not hold up the first piece's Adam.
   dev_.copy_to_host(Queue::compute, &loss_host_, math_.loss(), sizeof(float));
@@ -389,21 +383,22 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
     const std::int64_t len = sg.end - sg.begin;
     const std::string tag = fmt::format("[{}]", gi);
     const auto ta = Clock::now();
-    adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
-              exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, len, t, hyper,
-              *pool_);
+    if (offload()) {
+      // Adam fused with the cast into the pinned bf16 parameters: one pass, no host_cast.
+      adam_step_cast(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
+                     exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin,
+                     pbf16_.as<bf16>() + sg.begin, len, t, hyper, *pool_);
+    } else {
+      adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
+                exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, len, t, hyper,
+                *pool_);
+    }
     const double a = seconds_since(ta);
     times.adam += a;
-    s.spans.push_back({"cpu_adam", to_string(Phase::adam) + tag, seconds_between(t0, ta), a});
-    const auto tc = Clock::now();
-    if (offload()) {
-      cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, len,
-                            *pool_);
-      const double c = seconds_since(tc);
-      times.host_cast += c;
-      s.spans.push_back(
-          {"cpu_adam", to_string(Phase::host_cast) + tag, seconds_between(t0, tc), c});
-    } else {
+    const Phase phase = offload() ? Phase::adam_cast : Phase::adam;
+    s.spans.push_back({"cpu_adam", to_string(phase) + tag, seconds_between(t0, ta), a});
+    if (!offload()) {
+      const auto tc = Clock::now();
       copy_back(sg);
       times.copy_back += seconds_since(tc);
     }

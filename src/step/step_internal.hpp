@@ -73,8 +73,13 @@ DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout, int
 // forward, every module but the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
 
+// The bytes one step moves through host memory, from its phases (StepBound::host_bytes).
+std::uint64_t host_memory_bytes(const StepSample& s);
+// The physical bound's fields from b.host_bytes, probe_gb_per_s, pcie_s and compute_s.
+void finish_physical_bound(StepBound& b, double median_wall_s);
 // The lower bound of the arm's step (StepBound, result.hpp) from its timed steps' link and
-// compute times, the same-run memory probe and the arm's parameter count.
+// compute times, the same-run memory probe and the arm's parameter count; and the physical
+// bound from the same parts and the step's host-memory bytes.
 StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
                      double probe_gb_per_s, std::int64_t params);
 

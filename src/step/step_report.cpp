@@ -50,7 +50,13 @@ void ArmRunner::report_compute(StepSample& s, const StepTimes& times) {
     // Each rank sends N - 1 of its N bf16 pieces of every module's padded gradient.
     s.set_phase(Phase::reduce_scatter, 0, reduce_scatter, 2 * Su * (N - 1), S);
   }
-  s.set_phase(Phase::adam, times.adam, -1, 28 * Su, S);
+  // Under --offload-param Adam is fused with the host cast (adam_step_cast): one pass that also
+  // writes the bf16 (2 B/param more), reported as such, and no host_cast phase.
+  if (offload()) {
+    s.set_phase(Phase::adam_cast, times.adam, -1, 30 * Su, S);
+  } else {
+    s.set_phase(Phase::adam, times.adam, -1, 28 * Su, S);
+  }
 }
 
 // The fetched modules (their spans were pushed when issued): the host-to-device copy of the

@@ -125,7 +125,11 @@ TEST(Step, LoopsGiveTheSameMath) {
     EXPECT_EQ(losses(cb), losses(op));
     for (const auto& s : op.samples) {
       EXPECT_TRUE(s.phases.count("param_fetch"));
-      EXPECT_TRUE(s.phases.count("host_cast"));
+      // stock fuses the host cast into Adam: one phase, 30 B/param (Adam's 28 + the bf16)
+      EXPECT_TRUE(s.phases.count("adam_cast"));
+      EXPECT_FALSE(s.phases.count("adam"));
+      EXPECT_FALSE(s.phases.count("host_cast"));
+      EXPECT_EQ(s.phases.at("adam_cast").bytes, 30u * static_cast<std::uint64_t>(op.params));
       EXPECT_FALSE(s.phases.count("copy_back"));
       EXPECT_EQ(s.phases.at("param_fetch").bytes, step_traffic(c).param_fetch_h2d);
     }
