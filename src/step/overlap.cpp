@@ -52,7 +52,6 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
   OverlapTimes out;
   const bool copy_back = buf_.device_params != nullptr;
   std::int64_t landed = modules_;  // modules >= landed are known to be on the host
-  std::size_t k = 0;               // pieces done this step, in processing order
   for (const Piece& p : pieces_) {
     const std::int64_t len = p.end - p.begin;
     std::string tag = "[";
@@ -68,28 +67,18 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
     const auto ta = Clock::now();
     out.grad_wait_s += seconds_between(tw, ta);
 
-    if (!copy_back) {
-      // offload_param: Adam fused with the host cast of the piece, one pass (adam_cast).
-      adam_step_cast(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
-                     buf_.exp_avg_sq + p.begin, buf_.host_bf16 + p.begin, len, t, hyper_, pool_);
-      const double a = seconds_since(ta);
-      out.adam_s += a;
-      s.spans.push_back({"cpu_adam", "adam_cast" + tag, seconds_between(t0, ta), a});
-      ++k;
-      continue;
-    }
-    adam_step(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
-              buf_.exp_avg_sq + p.begin, len, t, hyper_, pool_);
+    // Adam fused with the piece's cast to the host bf16 parameters: one pass (adam_cast).
+    adam_step_cast(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
+                   buf_.exp_avg_sq + p.begin, buf_.host_bf16 + p.begin, len, t, hyper_, pool_);
     const auto tc = Clock::now();
     out.adam_s += seconds_between(ta, tc);
-    s.spans.push_back({"cpu_adam", "adam" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
-    // Copy-back of this piece through temporary k % 2, which the cast two pieces back read.
-    DeviceEvent* temp_free = k >= 2 ? &(*ev_.cast_end)[pieces_[k - 2].index] : nullptr;
-    enqueue_copy_back_piece(dev_, buf_.master, buf_.device_params, buf_.temp[k % 2], p.begin, len,
-                            p.index, {ev_.copy_start, ev_.copy_end, ev_.cast_start, ev_.cast_end},
-                            temp_free);
-    out.copy_back_s += seconds_between(tc, Clock::now());
-    ++k;
+    s.spans.push_back(
+        {"cpu_adam", "adam_cast" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
+    if (copy_back) {
+      enqueue_bf16_copy_back_piece(dev_, buf_.host_bf16, buf_.device_params, p.begin, len, p.index,
+                                   *ev_.copy_start, *ev_.copy_end);
+      out.copy_back_s += seconds_between(tc, Clock::now());
+    }
   }
   return out;
 }

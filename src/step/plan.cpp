@@ -169,9 +169,9 @@ StepTraffic step_traffic(const RunConfig& config) {
   const auto P = static_cast<std::uint64_t>(layout.total);
   StepTraffic t;
   t.grad_offload_d2h = 4 * P;
-  t.adam_bytes = 28 * P;
+  t.adam_bytes = 30 * P;
   if (config.loop == Loop::copy_back) {
-    t.copy_back_h2d = 4 * P;
+    t.copy_back_h2d = 2 * P;
   } else {
     t.param_fetch_h2d = 2 * static_cast<std::uint64_t>(step_detail::fetched_elements(layout));
   }

@@ -120,11 +120,12 @@ TEST_P(RankSchedules, EveryScheduleRunsAndAgreesWithStock) {
     EXPECT_NE(r.out.find("physical bound: registered: "), std::string::npos) << r.out;
     EXPECT_GE(a.at("bound").at("physical_s").get<double>(),
               a.at("bound").at("bound_s").get<double>());
-    // stock and overlap fuse Adam with the host cast under --offload-param, deepspeed does not
-    // (and gives the same bits: the checks against stock below).
-    const bool fused = p.offload && std::string(schedule) != "deepspeed";
+    // stock and overlap fuse Adam with the cast to bf16 in both loops, deepspeed does not (and
+    // gives the same bits: the checks against stock below).
+    const bool fused = std::string(schedule) != "deepspeed";
     for (const auto& rk : a.at("ranks")) {
       EXPECT_EQ(rk.at("phases").contains("adam_cast"), fused) << schedule;
+      EXPECT_EQ(rk.at("phases").contains("adam"), !fused) << schedule;
       EXPECT_EQ(rk.at("phases").contains("host_cast"), p.offload && !fused) << schedule;
     }
     ASSERT_EQ(a.at("ranks").size(), static_cast<std::size_t>(p.gpus));
