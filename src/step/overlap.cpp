@@ -75,6 +75,9 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
     s.spans.push_back(
         {"cpu_adam", "adam_cast" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
     if (copy_back) {
+      // The lowest module of the piece is the last of its modules whose backward ends, and
+      // its backward still reads the weights after its gradients left (OverlapEvents).
+      dev_.queue_wait(Queue::h2d, (*ev_.task_end)[modules_ + p.first_module]);
       enqueue_bf16_copy_back_piece(dev_, buf_.host_bf16, buf_.device_params, p.begin, len, p.index,
                                    *ev_.copy_start, *ev_.copy_end);
       out.copy_back_s += seconds_between(tc, Clock::now());

@@ -7,7 +7,8 @@
 //      embedding last - and each waits only on the D2H events of the modules it covers;
 //  (b) a piece's Adam is fused with its cast to the host bf16 parameters (adam_step_cast);
 //  (c) copy_back loop: then the piece's bf16 are copied straight into the device's parameters
-//      (H2D, no device temporary or cast) and the host goes on with the next piece's Adam.
+//      (H2D, no device temporary or cast; the copy waits on the device for the backward of
+//      the modules it overwrites) and the host goes on with the next piece's Adam.
 // Adam and the casts are element-wise and bitwise independent of how a range is split, so
 // the results equal stock bit for bit. With unregistered memory each copy blocks the host
 // thread while the driver stages it, so (c) mostly disappears: that is what the tool measures.
@@ -52,6 +53,10 @@ struct OverlapEvents {
   const Events* d2h_end = nullptr;     // per module
   const Events* copy_start = nullptr;  // per piece (stock numbering); copy_back only
   const Events* copy_end = nullptr;
+  // On compute, per task: module j's backward ends at modules + j. A module's gradients land
+  // before its backward has read its weights for the last time (the input gradient follows the
+  // weight gradient), so a piece's copy into the device's parameters waits for that end.
+  const Events* task_end = nullptr;
 };
 
 struct OverlapTimes {

@@ -169,7 +169,7 @@ void ArmRunner::make_overlap_schedule() {
   b.exp_avg_sq = exp_avg_sq_.as<float>();
   b.host_bf16 = pbf16_.as<bf16>();
   if (!offload()) b.device_params = params_.as<bf16>();
-  const OverlapEvents e{&d2h_end_, &cb_copy_start_, &cb_copy_end_};
+  const OverlapEvents e{&d2h_end_, &cb_copy_start_, &cb_copy_end_, &task_end_};
   overlap_ = std::make_unique<OverlapSchedule>(
       dev_, *pool_, shard_layout_,
       make_pieces(shard_layout_, cfg_.sub_group_size, cfg_.chunk_elems), b, e);
