@@ -26,6 +26,15 @@ struct AdamHyper {
 void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, std::int64_t n,
                int step, const AdamHyper& hyper, ThreadPool& pool);
 
+// adam_step fused with cast_f32_to_bf16_host: one pass that updates params, exp_avg and
+// exp_avg_sq exactly as adam_step does and writes the bf16 of each updated parameter into
+// params_bf16, bit for bit what cast_f32_to_bf16_host would write after it. It moves 30 B/param
+// (reads p, g, m, v; writes p, m, v and the bf16) instead of 28 + 6 in two passes. Same ISA
+// selection, same independence of the thread count.
+void adam_step_cast(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                    void* params_bf16, std::int64_t n, int step, const AdamHyper& hyper,
+                    ThreadPool& pool);
+
 // The vector instruction set adam_step uses on this CPU: "avx512", "avx2" or "scalar".
 const char* adam_isa();
 

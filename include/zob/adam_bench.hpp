@@ -1,5 +1,6 @@
 // `zero3-offload-bench adam`: CPU Adam throughput against a same-run memory-bandwidth probe of
-// the same read/write shape, so anyone can check the optimiser on their own box.
+// the same read/write shape, so anyone can check the optimiser on their own box; and Adam with
+// the bf16 cast of the master, as two passes and fused into one.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,13 @@ struct AdamBenchResult {
   double probe_gb_per_s = 0;      // same-run bandwidth probe, same bytes counted the same way
   double ratio = 0;               // adam_gb_per_s / probe_gb_per_s
   int repeats = 0;                // timed repeats behind the medians (to_json key "repeats")
+  // Adam followed by the bf16 cast of the updated master (the separate passes, 28 + 6 B/param)
+  // against Adam fused with the cast (adam_step_cast, 30 B/param), timed in the same repeats,
+  // interleaved with the two above. Rates in Gparam/s: the median and the slowest and fastest
+  // repeat; speedup: separate time / fused time per repeat, its median, min and max.
+  double separate_gparams_per_s = 0, separate_min = 0, separate_max = 0;
+  double fused_gparams_per_s = 0, fused_min = 0, fused_max = 0;
+  double fused_speedup = 0, fused_speedup_min = 0, fused_speedup_max = 0;
   nlohmann::json to_json() const;
   std::string to_text() const;  // the lines printed on stdout
 };

@@ -16,6 +16,7 @@ enum class Phase {
   grad_norm,       // --schedule deepspeed: the gradient norm reads
   grad_scale,      // --schedule deepspeed: the CPU scaling pass over the gradients
   adam,            // CPU Adam, 28 B/param
+  adam_cast,       // stock/overlap --offload-param: CPU Adam fused with the host cast, 30 B/param
   copy_back,       // H2D of the fp32 master + device cast to bf16
   param_fetch,     // --offload-param: bf16 parameters H2D
   host_cast,       // --offload-param: fp32 -> bf16 on the CPU
@@ -23,10 +24,10 @@ enum class Phase {
   reduce_scatter,  // --gpus N: each rank's slice of the summed gradients
 };
 
-inline constexpr Phase kAllPhases[] = {Phase::forward,    Phase::backward,      Phase::grad_offload,
-                                       Phase::grad_norm,  Phase::grad_scale,    Phase::adam,
-                                       Phase::copy_back,  Phase::param_fetch,   Phase::host_cast,
-                                       Phase::all_gather, Phase::reduce_scatter};
+inline constexpr Phase kAllPhases[] = {Phase::forward,   Phase::backward,   Phase::grad_offload,
+                                       Phase::grad_norm, Phase::grad_scale, Phase::adam,
+                                       Phase::adam_cast, Phase::copy_back,  Phase::param_fetch,
+                                       Phase::host_cast, Phase::all_gather, Phase::reduce_scatter};
 
 // The phase's key in StepSample::phases, DRIVERRESULT and the phase table.
 constexpr const char* to_string(Phase p) {
@@ -37,6 +38,7 @@ constexpr const char* to_string(Phase p) {
     case Phase::grad_norm: return "grad_norm";
     case Phase::grad_scale: return "grad_scale";
     case Phase::adam: return "adam";
+    case Phase::adam_cast: return "adam_cast";
     case Phase::copy_back: return "copy_back";
     case Phase::param_fetch: return "param_fetch";
     case Phase::host_cast: return "host_cast";

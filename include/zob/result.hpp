@@ -82,6 +82,12 @@ struct StepBound {
   double compute_s = 0;        // forward + backward kernels alone (module spans, no waits)
   double bound_s = 0;          // max(adam_s, d2h_s, h2d_s) + compute_s
   double ratio = 0;            // median step time / bound_s (>= 1 for a lower bound)
+  // The physical bound (docs/schedules.md): the host memory is shared by Adam and every copy's
+  // DMA, so all of the step's host bytes, not Adam's alone, go through it at the probe's rate.
+  double host_bytes = 0;      // bytes of the step through host memory (CPU passes + copies)
+  double host_memory_s = 0;   // host_bytes / probe_gb_per_s
+  double physical_s = 0;      // max(host_memory_s, d2h_s, h2d_s) + compute_s (>= bound_s)
+  double physical_ratio = 0;  // median step time / physical_s
 };
 
 // One timed step's inputs to the bound, from its device events.

@@ -41,12 +41,13 @@ struct MemoryPlan {
 };
 MemoryPlan plan_memory(const RunConfig& config);
 
-// Bytes each phase moves per step (host<->device), for GB/s and the tests.
+// Bytes each phase moves per step (host<->device), for GB/s and the tests; the stock and
+// overlap schedules' (deepspeed's own: deepspeed_plan.hpp).
 struct StepTraffic {
   std::uint64_t grad_offload_d2h = 0;  // 4 B/param
-  std::uint64_t copy_back_h2d = 0;     // 4 B/param (copy_back loop)
+  std::uint64_t copy_back_h2d = 0;     // 2 B/param of bf16 (copy_back loop)
   std::uint64_t param_fetch_h2d = 0;   // 2 B/param per fetch (offload_param loop)
-  std::uint64_t adam_bytes = 0;        // 28 B/param
+  std::uint64_t adam_bytes = 0;        // 30 B/param: Adam fused with the cast to bf16
 };
 StepTraffic step_traffic(const RunConfig& config);
 

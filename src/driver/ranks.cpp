@@ -168,6 +168,7 @@ RankResult summarize_rank(const RankOutcome& o, std::int64_t shard_elems, ArmRes
 // once (after a barrier), so the host's bandwidth is the sum of their probes; Adam of every
 // rank's shard at that bandwidth, the busiest link in either direction, the slowest rank's
 // compute: bound = max(adam_s, pcie_s) + compute_s, ratio = the group's median step / bound.
+// The physical bound the same with every rank's host bytes (summed) in place of Adam's.
 StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& merged,
                       std::int64_t group_params) {
   StepBound b;
@@ -177,6 +178,7 @@ StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& me
     b.d2h_s = std::max(b.d2h_s, r.bound.d2h_s);
     b.h2d_s = std::max(b.h2d_s, r.bound.h2d_s);
     b.compute_s = std::max(b.compute_s, r.bound.compute_s);
+    b.host_bytes += r.bound.host_bytes;  // one host memory for every rank's passes and copies
   }
   b.adam_s = b.probe_gb_per_s > 0
                  ? 28.0 * static_cast<double>(group_params) / (b.probe_gb_per_s * 1e9)
@@ -189,6 +191,9 @@ StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& me
     wall.push_back(merged.samples[s].wall_s);
   }
   b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
+  b.host_memory_s = b.probe_gb_per_s > 0 ? b.host_bytes / (b.probe_gb_per_s * 1e9) : 0;
+  b.physical_s = std::max(b.host_memory_s, b.pcie_s) + b.compute_s;
+  b.physical_ratio = b.physical_s > 0 ? median(wall) / b.physical_s : 0;
   return b;
 }
 

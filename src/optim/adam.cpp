@@ -94,6 +94,15 @@ AdamRangeFn adam_kernel(AdamIsa isa) {
   return adam_range_scalar;
 }
 
+AdamCastRangeFn adam_cast_kernel(AdamIsa isa) {
+#if ZOB_OPTIM_X86
+  if (isa == AdamIsa::avx512) return adam_cast_range_avx512;
+  if (isa == AdamIsa::avx2) return adam_cast_range_avx2;
+#endif
+  (void)isa;
+  return adam_cast_range_scalar;
+}
+
 CastRangeFn cast_kernel(AdamIsa isa) {
 #if ZOB_OPTIM_X86
   if (isa == AdamIsa::avx512) return cast_range_avx512;
@@ -124,14 +133,20 @@ void require(AdamIsa isa) {
 // 64 elements = 256 B of fp32: ranges start on cache-line (and vector) boundaries.
 constexpr std::int64_t kAlign = 64;
 
+void check_adam_args(AdamIsa isa, const char* who, std::int64_t n, int step) {
+  require(isa);
+  if (n < 0) throw UsageError(std::string(who) + ": n = " + std::to_string(n) + " must be >= 0");
+  if (step < 1) {
+    throw UsageError(std::string(who) + ": step = " + std::to_string(step) + " must be >= 1");
+  }
+}
+
 }  // namespace
 
 void adam_step_isa(AdamIsa isa, float* params, const float* grads, float* exp_avg,
                    float* exp_avg_sq, std::int64_t n, int step, const AdamHyper& hyper,
                    ThreadPool& pool) {
-  require(isa);
-  if (n < 0) throw UsageError("adam_step: n = " + std::to_string(n) + " must be >= 0");
-  if (step < 1) throw UsageError("adam_step: step = " + std::to_string(step) + " must be >= 1");
+  check_adam_args(isa, "adam_step", n, step);
   if (n == 0) return;
   const AdamConsts c = adam_consts(step, hyper);
   const AdamRangeFn kernel = adam_kernel(isa);
@@ -139,6 +154,22 @@ void adam_step_isa(AdamIsa isa, float* params, const float* grads, float* exp_av
       n,
       [&](std::int64_t b, std::int64_t e) {
         kernel(params + b, grads + b, exp_avg + b, exp_avg_sq + b, e - b, c);
+      },
+      kAlign);
+}
+
+void adam_step_cast_isa(AdamIsa isa, float* params, const float* grads, float* exp_avg,
+                        float* exp_avg_sq, void* params_bf16, std::int64_t n, int step,
+                        const AdamHyper& hyper, ThreadPool& pool) {
+  check_adam_args(isa, "adam_step_cast", n, step);
+  if (n == 0) return;
+  const AdamConsts c = adam_consts(step, hyper);
+  const AdamCastRangeFn kernel = adam_cast_kernel(isa);
+  auto* out = static_cast<std::uint16_t*>(params_bf16);
+  pool.parallel_for(
+      n,
+      [&](std::int64_t b, std::int64_t e) {
+        kernel(params + b, grads + b, exp_avg + b, exp_avg_sq + b, out + b, e - b, c);
       },
       kAlign);
 }
@@ -162,6 +193,13 @@ void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg
                int step, const AdamHyper& hyper, ThreadPool& pool) {
   detail::adam_step_isa(detail::selected_isa(), params, grads, exp_avg, exp_avg_sq, n, step, hyper,
                         pool);
+}
+
+void adam_step_cast(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                    void* params_bf16, std::int64_t n, int step, const AdamHyper& hyper,
+                    ThreadPool& pool) {
+  detail::adam_step_cast_isa(detail::selected_isa(), params, grads, exp_avg, exp_avg_sq,
+                             params_bf16, n, step, hyper, pool);
 }
 
 const char* adam_isa() { return detail::to_string(detail::selected_isa()); }

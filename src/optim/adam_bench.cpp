@@ -3,6 +3,8 @@
 // on their own box (docs/anatomy.md §6: figures differ from one machine to the next, so only a
 // ratio taken in one run is comparable).
 //
+// The separate Adam + cast and the fused pass are timed beside them (AdamBenchResult).
+//
 // Bytes are counted at 28 B/param for both Adam and the probe: reads of p, g, m, v (16 B) and
 // writes of p, m, v (12 B). Both update in place, so every written line was just read and no
 // extra write-allocate read happens; none is counted. The ratio compares like with like.
@@ -74,13 +76,14 @@ void check_options(const AdamBenchOptions& o) {
   if (o.repeats < 1) {
     throw UsageError(fmt::format("adam benchmark: repeats = {} must be >= 1", o.repeats));
   }
-  const std::uint64_t need = 4ull * static_cast<std::uint64_t>(o.params) * sizeof(float);
+  // The four fp32 arrays and the bf16 copy of the master.
+  const std::uint64_t need = static_cast<std::uint64_t>(o.params) * (4 * sizeof(float) + 2);
   const std::uint64_t avail = mem_available();
   if (avail != 0 && need > avail) {
     throw DeviceError(
         DeviceErrorKind::out_of_memory,
         fmt::format("adam benchmark: {} params need {:.2f} GB of host memory "
-                    "(4 fp32 arrays), only {:.2f} GB available; lower --params",
+                    "(4 fp32 arrays and a bf16 one), only {:.2f} GB available; lower --params",
                     o.params, static_cast<double>(need) / 1e9, static_cast<double>(avail) / 1e9));
   }
 }
@@ -94,7 +97,9 @@ struct AdamArrays {
       : hp(buffer(n, "params")),
         hg(buffer(n, "grads")),
         hm(buffer(n, "exp_avg")),
-        hv(buffer(n, "exp_avg_sq")) {
+        hv(buffer(n, "exp_avg_sq")),
+        hb(static_cast<std::size_t>(n) * 2, HostMemoryMode::pageable, nullptr,
+           "adam benchmark bf16 params") {
     pool.parallel_for(
         n,
         [&](std::int64_t b, std::int64_t e) {
@@ -104,6 +109,7 @@ struct AdamArrays {
             m()[i] = 1e-3f * uniform(seed, 2, i);
             const float s = uniform(seed, 3, i);
             v()[i] = 1e-5f * s * s;
+            bf()[i] = 0;  // first touch by the same split
           }
         },
         kAlign);
@@ -116,8 +122,35 @@ struct AdamArrays {
   float* g() const { return hg.as<float>(); }
   float* m() const { return hm.as<float>(); }
   float* v() const { return hv.as<float>(); }
-  HostBuffer hp, hg, hm, hv;
+  std::uint16_t* bf() const { return hb.as<std::uint16_t>(); }
+  HostBuffer hp, hg, hm, hv, hb;
 };
+
+}  // namespace
+
+namespace {
+
+// Median, slowest and fastest rate (Gparam/s) of n elements over per-repeat times.
+void rates(std::int64_t n, const std::vector<double>& t, double& med, double& lo, double& hi) {
+  const auto [fastest, slowest] = std::minmax_element(t.begin(), t.end());
+  med = static_cast<double>(n) / median(t) / 1e9;
+  lo = static_cast<double>(n) / *slowest / 1e9;
+  hi = static_cast<double>(n) / *fastest / 1e9;
+}
+
+// The separate passes against the fused one: rates, and the speedup per repeat (each pair
+// ran back to back, so a neighbour's burst of load hits both alike).
+void fill_fused(AdamBenchResult& res, const std::vector<double>& separate_s,
+                const std::vector<double>& fused_s) {
+  rates(res.params, separate_s, res.separate_gparams_per_s, res.separate_min, res.separate_max);
+  rates(res.params, fused_s, res.fused_gparams_per_s, res.fused_min, res.fused_max);
+  std::vector<double> speedup;
+  for (std::size_t i = 0; i < fused_s.size(); ++i) speedup.push_back(separate_s[i] / fused_s[i]);
+  const auto [lo, hi] = std::minmax_element(speedup.begin(), speedup.end());
+  res.fused_speedup = median(speedup);
+  res.fused_speedup_min = *lo;
+  res.fused_speedup_max = *hi;
+}
 
 }  // namespace
 
@@ -144,13 +177,25 @@ AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
         },
         kAlign);
   };
+  // What the step's --offload-param loop does after Adam: the master cast into the bf16 copy.
+  auto separate = [&] {
+    adam();
+    detail::cast_f32_to_bf16_isa(isa, a.p(), a.bf(), n, pool);
+  };
+  auto fused = [&] {
+    detail::adam_step_cast_isa(isa, a.p(), a.g(), a.m(), a.v(), a.bf(), n, ++step, hyper, pool);
+  };
   adam();
   probe();
-  // Interleaved, so a neighbour's burst of load hits both measurements alike.
-  std::vector<double> adam_s, probe_s;
+  separate();
+  fused();
+  // Interleaved, so a neighbour's burst of load hits every measurement alike.
+  std::vector<double> adam_s, probe_s, separate_s, fused_s;
   for (int r = 0; r < o.repeats; ++r) {
     adam_s.push_back(seconds(adam));
     probe_s.push_back(seconds(probe));
+    separate_s.push_back(seconds(separate));
+    fused_s.push_back(seconds(fused));
   }
 
   AdamBenchResult res;
@@ -163,6 +208,7 @@ AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
   res.adam_gb_per_s = res.adam_gparams_per_s * kBytesPerParam;
   res.probe_gb_per_s = static_cast<double>(n) * kBytesPerParam / probe_t / 1e9;
   res.ratio = res.adam_gb_per_s / res.probe_gb_per_s;
+  fill_fused(res, separate_s, fused_s);
   return res;
 }
 
@@ -174,7 +220,16 @@ nlohmann::json AdamBenchResult::to_json() const {
           {"adam_gb_per_s", adam_gb_per_s},
           {"probe_gb_per_s", probe_gb_per_s},
           {"ratio", ratio},
-          {"repeats", repeats}};
+          {"repeats", repeats},
+          {"separate_gparams_per_s", separate_gparams_per_s},
+          {"separate_gparams_per_s_min", separate_min},
+          {"separate_gparams_per_s_max", separate_max},
+          {"fused_gparams_per_s", fused_gparams_per_s},
+          {"fused_gparams_per_s_min", fused_min},
+          {"fused_gparams_per_s_max", fused_max},
+          {"fused_speedup", fused_speedup},
+          {"fused_speedup_min", fused_speedup_min},
+          {"fused_speedup_max", fused_speedup_max}};
 }
 
 std::string AdamBenchResult::to_text() const {
@@ -182,8 +237,14 @@ std::string AdamBenchResult::to_text() const {
       "CPU Adam ({}, {} threads, {} params, median of {}): {:.3f} Gparam/s = {:.1f} GB/s\n"
       "memory probe (same arrays, threads and ranges; read p,g,m,v, write p,m,v): {:.1f} GB/s\n"
       "adam / probe: {:.2f}  (both counted at 28 B/param; updates are in place, so there are "
-      "no write-allocate reads and none are counted)\n",
-      isa, threads, params, repeats, adam_gparams_per_s, adam_gb_per_s, probe_gb_per_s, ratio);
+      "no write-allocate reads and none are counted)\n"
+      "Adam + bf16 cast, separate passes (Adam, then the cast of the master): {:.3f} Gparam/s "
+      "(repeats {:.3f} .. {:.3f})\n"
+      "Adam + bf16 cast, fused (one pass, 30 B/param): {:.3f} Gparam/s (repeats {:.3f} .. {:.3f})\n"
+      "fused / separate: {:.3f}x (median of the per-repeat ratios; {:.3f} .. {:.3f})\n",
+      isa, threads, params, repeats, adam_gparams_per_s, adam_gb_per_s, probe_gb_per_s, ratio,
+      separate_gparams_per_s, separate_min, separate_max, fused_gparams_per_s, fused_min, fused_max,
+      fused_speedup, fused_speedup_min, fused_speedup_max);
 }
 
 }  // namespace zob

@@ -69,17 +69,20 @@ ZOB_AVX512 void adam_avx512(float* p, const float* g, float* m, float* v, std::i
   }
 }
 
-// bf16 bits of 16 floats: round to nearest even, NaN -> quiet NaN (bf16.hpp), in integers.
-ZOB_AVX512 inline __m256i bf16x16(__m512i u) {
+// bf16 bits of 16 floats, one per 32-bit lane: round to nearest even, NaN -> quiet NaN
+// (bf16.hpp), in integers.
+ZOB_AVX512 inline __m512i bf16x16_dwords(__m512i u) {
   const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(abs, _mm512_set1_epi32(0x7f800000));
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   __m512i r =
       _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  r = _mm512_mask_mov_epi32(r, nan, quiet);
-  return _mm512_cvtepi32_epi16(r);
+  return _mm512_mask_mov_epi32(r, nan, quiet);
 }
+
+// The same, packed to 16 bf16.
+ZOB_AVX512 inline __m256i bf16x16(__m512i u) { return _mm512_cvtepi32_epi16(bf16x16_dwords(u)); }
 
 // ---- AVX2 + FMA -------------------------------------------------------------------------
 
@@ -242,6 +245,136 @@ ZOB_AVX2 void probe_range_avx2(float* p, const float* g, float* m, float* v, std
     _mm256_storeu_ps(v + i, _mm256_add_ps(_mm256_loadu_ps(v + i), gv));
   }
   probe_range_scalar(p + i, g + i, m + i, v + i, n - i);
+}
+
+// ---- Adam fused with the cast -----------------------------------------------------------
+// adam16 / adam8 unchanged, then the updated p cast to bf16 while it is still in a register:
+// one pass, 30 B/param. p, m and v are the Adam kernels' bit for bit, and the bf16 bits are the
+// cast kernels' integer rounding of that p. The bf16 buffer is written, not read, so large
+// ranges use streaming stores as the cast kernels do, after a lead of elements that brings the
+// destination to the store's alignment. The lead and the tail go through the same vector
+// instructions under a mask, never through scalar Adam (whose separate multiply and add round
+// differently from the fma): every element of one ISA gets the same instructions.
+
+namespace {
+
+template <bool Decay, bool Stream>
+ZOB_AVX512 inline void adam_cast16(float* p, const float* g, float* m, float* v, std::uint16_t* out,
+                                   const Consts512& k) {
+  __m512 pv = _mm512_loadu_ps(p), mv = _mm512_loadu_ps(m), vv = _mm512_loadu_ps(v);
+  adam16<Decay>(pv, _mm512_loadu_ps(g), mv, vv, k);
+  _mm512_storeu_ps(p, pv);
+  _mm512_storeu_ps(m, mv);
+  _mm512_storeu_ps(v, vv);
+  const __m256i b = bf16x16(_mm512_castps_si512(pv));
+  if constexpr (Stream) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out), b);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), b);
+  }
+}
+
+// The first `count` (< 16) elements only.
+template <bool Decay>
+ZOB_AVX512 inline void adam_cast16_masked(float* p, const float* g, float* m, float* v,
+                                          std::uint16_t* out, std::int64_t count,
+                                          const Consts512& k) {
+  const auto mask = static_cast<__mmask16>((1u << count) - 1u);
+  __m512 pv = _mm512_maskz_loadu_ps(mask, p), mv = _mm512_maskz_loadu_ps(mask, m);
+  __m512 vv = _mm512_maskz_loadu_ps(mask, v);
+  adam16<Decay>(pv, _mm512_maskz_loadu_ps(mask, g), mv, vv, k);
+  _mm512_mask_storeu_ps(p, mask, pv);
+  _mm512_mask_storeu_ps(m, mask, mv);
+  _mm512_mask_storeu_ps(v, mask, vv);
+  _mm512_mask_cvtepi32_storeu_epi16(out, mask, bf16x16_dwords(_mm512_castps_si512(pv)));
+}
+
+template <bool Decay>
+ZOB_AVX512 void adam_cast_avx512(float* p, const float* g, float* m, float* v, std::uint16_t* out,
+                                 std::int64_t n, const AdamConsts& c) {
+  const Consts512 k = consts512(c);
+  std::int64_t i = 0;
+  if (n >= kStreamMin && (reinterpret_cast<std::uintptr_t>(out) & 1u) == 0) {
+    i = scalar_lead(out, n);  // < 16 elements to a 32-byte boundary
+    if (i > 0) adam_cast16_masked<Decay>(p, g, m, v, out, i, k);
+    for (; i + 16 <= n; i += 16) {
+      adam_cast16<Decay, true>(p + i, g + i, m + i, v + i, out + i, k);
+    }
+    _mm_sfence();  // publish the streaming stores before the pool's join
+  }
+  for (; i + 16 <= n; i += 16) adam_cast16<Decay, false>(p + i, g + i, m + i, v + i, out + i, k);
+  if (i < n) adam_cast16_masked<Decay>(p + i, g + i, m + i, v + i, out + i, n - i, k);
+}
+
+template <bool Decay, bool Stream>
+ZOB_AVX2 inline void adam_cast8(float* p, const float* g, float* m, float* v, std::uint16_t* out,
+                                const Consts256& k) {
+  __m256 pv = _mm256_loadu_ps(p), mv = _mm256_loadu_ps(m), vv = _mm256_loadu_ps(v);
+  adam8<Decay>(pv, _mm256_loadu_ps(g), mv, vv, k);
+  _mm256_storeu_ps(p, pv);
+  _mm256_storeu_ps(m, mv);
+  _mm256_storeu_ps(v, vv);
+  // The 8 bf16 (each < 2^16, so the unsigned saturation of packus keeps them) in order.
+  const __m256i d = bf16x8_dwords(_mm256_castps_si256(pv));
+  const __m128i b = _mm_packus_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+  if constexpr (Stream) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out), b);
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), b);
+  }
+}
+
+// The first `count` (< 8) elements only. AVX2 has no masked 16-bit store: the updated p goes
+// through a stack copy to the scalar cast (integer-exact: the same bits as the vector one).
+template <bool Decay>
+ZOB_AVX2 inline void adam_cast8_masked(float* p, const float* g, float* m, float* v,
+                                       std::uint16_t* out, std::int64_t count, const Consts256& k) {
+  const __m256i mask = tail_mask8(count);
+  __m256 pv = _mm256_maskload_ps(p, mask), mv = _mm256_maskload_ps(m, mask);
+  __m256 vv = _mm256_maskload_ps(v, mask);
+  adam8<Decay>(pv, _mm256_maskload_ps(g, mask), mv, vv, k);
+  _mm256_maskstore_ps(p, mask, pv);
+  _mm256_maskstore_ps(m, mask, mv);
+  _mm256_maskstore_ps(v, mask, vv);
+  alignas(32) float updated[8];
+  _mm256_store_ps(updated, pv);
+  cast_range_scalar(updated, out, count);
+}
+
+template <bool Decay>
+ZOB_AVX2 void adam_cast_avx2(float* p, const float* g, float* m, float* v, std::uint16_t* out,
+                             std::int64_t n, const AdamConsts& c) {
+  const Consts256 k = consts256(c);
+  std::int64_t i = 0;
+  const auto misalign = reinterpret_cast<std::uintptr_t>(out) & 15u;
+  if (n >= kStreamMin && misalign % 2 == 0) {
+    i = misalign == 0 ? 0 : static_cast<std::int64_t>((16u - misalign) / 2u);  // < 8
+    if (i > 0) adam_cast8_masked<Decay>(p, g, m, v, out, i, k);
+    for (; i + 8 <= n; i += 8) adam_cast8<Decay, true>(p + i, g + i, m + i, v + i, out + i, k);
+    _mm_sfence();
+  }
+  for (; i + 8 <= n; i += 8) adam_cast8<Decay, false>(p + i, g + i, m + i, v + i, out + i, k);
+  if (i < n) adam_cast8_masked<Decay>(p + i, g + i, m + i, v + i, out + i, n - i, k);
+}
+
+}  // namespace
+
+ZOB_AVX512 void adam_cast_range_avx512(float* p, const float* g, float* m, float* v,
+                                       std::uint16_t* out, std::int64_t n, const AdamConsts& c) {
+  if (c.decay) {
+    adam_cast_avx512<true>(p, g, m, v, out, n, c);
+  } else {
+    adam_cast_avx512<false>(p, g, m, v, out, n, c);
+  }
+}
+
+ZOB_AVX2 void adam_cast_range_avx2(float* p, const float* g, float* m, float* v, std::uint16_t* out,
+                                   std::int64_t n, const AdamConsts& c) {
+  if (c.decay) {
+    adam_cast_avx2<true>(p, g, m, v, out, n, c);
+  } else {
+    adam_cast_avx2<false>(p, g, m, v, out, n, c);
+  }
 }
 
 }  // namespace zob::detail

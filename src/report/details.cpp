@@ -248,6 +248,30 @@ std::string render_environment_header(const RunResult& run) {
   return out;
 }
 
+namespace {
+
+// The arm's two bounds (docs/schedules.md): the lower bound (Adam's 28 B/param at the probe)
+// and the physical one (every host byte of the step at the probe); `adam` names whose Adam.
+std::string bound_line(const ArmResult& a, const char* adam) {
+  const StepBound& b = a.bound;
+  if (b.bound_s <= 0) return "";
+  std::string out = fmt::format(
+      "bound: {}: {:.4f} s, step/bound {:.2f} = max({} {:.4f} s at {:.1f} GB/s, busiest link "
+      "{:.4f} s) + compute {:.4f} s\n",
+      to_string(a.arm), b.bound_s, b.ratio, adam, b.adam_s, b.probe_gb_per_s, b.pcie_s,
+      b.compute_s);
+  if (b.physical_s > 0) {
+    out += fmt::format(
+        "physical bound: {}: {:.4f} s, step/bound {:.2f} = max(host memory {:.3f} GB {:.4f} s "
+        "at {:.1f} GB/s, busiest link {:.4f} s) + compute {:.4f} s\n",
+        to_string(a.arm), b.physical_s, b.physical_ratio, b.host_bytes / 1e9, b.host_memory_s,
+        b.probe_gb_per_s, b.pcie_s, b.compute_s);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string render_phase_section(const RunResult& run) {
   std::string rows;
   for (const auto& a : run.arms) {
@@ -273,12 +297,13 @@ std::string render_phase_section(const RunResult& run) {
                                     host >= 0 ? fmt::format("{:.3f}", host * 1e3) : "-",
                                     bytes > 0 ? fmt::format("{:.4f}", bytes / 1e9) : "-",
                                     gbs > 0 ? fmt::format("{:.2f}", gbs) : "-");
-      if (n == to_string(Phase::adam)) {
+      if (n == to_string(Phase::adam) || n == to_string(Phase::adam_cast)) {
         const double gp = json_number(p, "gparams_per_s");
         if (gp > 0) row += fmt::format("  {:.3f} Gparam/s", gp);
       }
       rows += row + "\n";
     }
+    if (a.ranks.size() < 2) rows += bound_line(a, "Adam");  // N ranks: in the rank section
   }
   if (rows.empty()) return "";
   return fmt::format("{:<15}{:<14}{:>12}{:>12}{:>12}{:>10}\n", "phase", "arm", "device ms",
@@ -315,13 +340,7 @@ std::string render_rank_section(const RunResult& run) {
           fmt::format("{:.3f}", p.host_s * 1e3),
           p.bytes > 0 ? fmt::format("{:.4f}", static_cast<double>(p.bytes) / 1e9) : "-");
     }
-    const StepBound& b = a.bound;
-    if (b.bound_s > 0) {
-      rows += fmt::format(
-          "bound: {}: {:.4f} s, step/bound {:.2f} = max(Adam of all ranks {:.4f} s "
-          "at {:.1f} GB/s, busiest link {:.4f} s) + compute {:.4f} s\n",
-          to_string(a.arm), b.bound_s, b.ratio, b.adam_s, b.probe_gb_per_s, b.pcie_s, b.compute_s);
-    }
+    rows += bound_line(a, "Adam of all ranks");
   }
   if (rows.empty()) return "";
   return fmt::format("{:<15}{:<14}{:>13}{:>12}{:>12}{:>12}\n", "phase", "arm", "slowest rank",

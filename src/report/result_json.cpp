@@ -280,7 +280,11 @@ void to_json(nlohmann::json& j, const StepBound& b) {
                      {"pcie_s", finite_or_null(b.pcie_s)},
                      {"compute_s", finite_or_null(b.compute_s)},
                      {"bound_s", finite_or_null(b.bound_s)},
-                     {"ratio", finite_or_null(b.ratio)}};
+                     {"ratio", finite_or_null(b.ratio)},
+                     {"host_bytes", finite_or_null(b.host_bytes)},
+                     {"host_memory_s", finite_or_null(b.host_memory_s)},
+                     {"physical_s", finite_or_null(b.physical_s)},
+                     {"physical_ratio", finite_or_null(b.physical_ratio)}};
 }
 
 void from_json(const nlohmann::json& j, StepBound& b) {
@@ -296,6 +300,10 @@ void from_json(const nlohmann::json& j, StepBound& b) {
   b.compute_s = number_or_nan(j.at("compute_s"));
   b.bound_s = number_or_nan(j.at("bound_s"));
   b.ratio = number_or_nan(j.at("ratio"));
+  b.host_bytes = optional("host_bytes");  // the physical bound: absent before issue 25
+  b.host_memory_s = optional("host_memory_s");
+  b.physical_s = optional("physical_s");
+  b.physical_ratio = optional("physical_ratio");
 }
 
 void to_json(nlohmann::json& j, const ThreadPlacement& p) {

@@ -62,7 +62,8 @@ class ArmRunner {
  private:
   // Host seconds of the phases a step measures on the host clock.
   struct StepTimes {
-    double forward = 0, backward = 0, grad_wait = 0, adam = 0, copy_back = 0, host_cast = 0;
+    // adam: Adam fused with the host cast (no separate cast time)
+    double forward = 0, backward = 0, grad_wait = 0, adam = 0, copy_back = 0;
   };
 
   bool offload() const { return cfg_.loop == Loop::offload_param; }
@@ -125,7 +126,7 @@ class ArmRunner {
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
 
-  DeviceBuffer params_, copy_temp_, copy_temp2_, shard_stage_;
+  DeviceBuffer params_, shard_stage_;
   DeviceBuffer param_slot_[2], grad_slot_[2], grad_f32_[2];
   ModuleMath math_;  // activations, token ids and the module kernels
 
@@ -136,7 +137,7 @@ class ArmRunner {
   Events grad_ready_, hook_done_, d2h_start_, d2h_copy_start_, d2h_end_;
   // Per fetch, on h2d: start, the shard on the device (H2D done), the module gathered.
   Events fetch_start_, fetch_gather_, fetch_end_;
-  Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;  // per copy-back piece
+  Events cb_copy_start_, cb_copy_end_;  // per copy-back piece
 
   // Per-step schedule state.
   DeviceEvent* slot_released_[2] = {nullptr, nullptr};   // param slot: last compute that read it

@@ -52,7 +52,6 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
   OverlapTimes out;
   const bool copy_back = buf_.device_params != nullptr;
   std::int64_t landed = modules_;  // modules >= landed are known to be on the host
-  std::size_t k = 0;               // pieces done this step, in processing order
   for (const Piece& p : pieces_) {
     const std::int64_t len = p.end - p.begin;
     std::string tag = "[";
@@ -68,28 +67,21 @@ OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
     const auto ta = Clock::now();
     out.grad_wait_s += seconds_between(tw, ta);
 
-    adam_step(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
-              buf_.exp_avg_sq + p.begin, len, t, hyper_, pool_);
+    // Adam fused with the piece's cast to the host bf16 parameters: one pass (adam_cast).
+    adam_step_cast(buf_.master + p.begin, buf_.grads + p.begin, buf_.exp_avg + p.begin,
+                   buf_.exp_avg_sq + p.begin, buf_.host_bf16 + p.begin, len, t, hyper_, pool_);
     const auto tc = Clock::now();
     out.adam_s += seconds_between(ta, tc);
-    s.spans.push_back({"cpu_adam", "adam" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
-
-    if (!copy_back) {
-      cast_f32_to_bf16_host(buf_.master + p.begin, buf_.host_bf16 + p.begin, len, pool_);
-      const auto te = Clock::now();
-      out.host_cast_s += seconds_between(tc, te);
-      s.spans.push_back(
-          {"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
-      ++k;
-      continue;
+    s.spans.push_back(
+        {"cpu_adam", "adam_cast" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
+    if (copy_back) {
+      // The lowest module of the piece is the last of its modules whose backward ends, and
+      // its backward still reads the weights after its gradients left (OverlapEvents).
+      dev_.queue_wait(Queue::h2d, (*ev_.task_end)[modules_ + p.first_module]);
+      enqueue_bf16_copy_back_piece(dev_, buf_.host_bf16, buf_.device_params, p.begin, len, p.index,
+                                   *ev_.copy_start, *ev_.copy_end);
+      out.copy_back_s += seconds_between(tc, Clock::now());
     }
-    // Copy-back of this piece through temporary k % 2, which the cast two pieces back read.
-    DeviceEvent* temp_free = k >= 2 ? &(*ev_.cast_end)[pieces_[k - 2].index] : nullptr;
-    enqueue_copy_back_piece(dev_, buf_.master, buf_.device_params, buf_.temp[k % 2], p.begin, len,
-                            p.index, {ev_.copy_start, ev_.copy_end, ev_.cast_start, ev_.cast_end},
-                            temp_free);
-    out.copy_back_s += seconds_between(tc, Clock::now());
-    ++k;
   }
   return out;
 }

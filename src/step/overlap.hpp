@@ -1,17 +1,17 @@
 // Internal to src/step: the optimizer phase of --schedule overlap.
 //
-// Stock (docs/anatomy.md §3) waits for every gradient, then per sub-group runs Adam and copies
-// the sub-group back. Overlap runs the same element-wise math in another order:
+// Stock (docs/anatomy.md §3) waits for every gradient, then per sub-group runs Adam + cast and
+// copies the sub-group back. Overlap runs the same element-wise math in another order:
 //  (a) pieces (each sub-group split into chunk_elems, the stock copy-back pieces) are taken
 //      in the order their gradients land on the host - head first, layers in reverse, the
 //      embedding last - and each waits only on the D2H events of the modules it covers;
-//  (b) copy_back loop: after a piece's Adam its copy-back (H2D + device cast) is enqueued
-//      through one of two fp32 device temporaries, and the host goes on with the next
-//      piece's Adam; a temporary is overwritten only after the cast that read it finished;
-//  (c) offload_param loop: the host bf16 cast of a piece follows its Adam at once.
+//  (b) a piece's Adam is fused with its cast to the host bf16 parameters (adam_step_cast);
+//  (c) copy_back loop: then the piece's bf16 are copied straight into the device's parameters
+//      (H2D, no device temporary or cast; the copy waits on the device for the backward of
+//      the modules it overwrites) and the host goes on with the next piece's Adam.
 // Adam and the casts are element-wise and bitwise independent of how a range is split, so
 // the results equal stock bit for bit. With unregistered memory each copy blocks the host
-// thread while the driver stages it, so (b) mostly disappears: that is what the tool measures.
+// thread while the driver stages it, so (c) mostly disappears: that is what the tool measures.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -45,24 +45,24 @@ struct OverlapBuffers {
   const float* grads = nullptr;  // host fp32 gradients
   float* exp_avg = nullptr;
   float* exp_avg_sq = nullptr;
-  bf16* host_bf16 = nullptr;            // offload_param: pinned bf16 params; else null
-  bf16* device_params = nullptr;        // copy_back: device bf16 params; else null
-  float* temp[2] = {nullptr, nullptr};  // copy_back: the two fp32 device temporaries
+  bf16* host_bf16 = nullptr;      // pinned bf16 params (Adam + cast writes them)
+  bf16* device_params = nullptr;  // copy_back: device bf16 params; else null
 };
 
 struct OverlapEvents {
   const Events* d2h_end = nullptr;     // per module
   const Events* copy_start = nullptr;  // per piece (stock numbering); copy_back only
   const Events* copy_end = nullptr;
-  const Events* cast_start = nullptr;
-  const Events* cast_end = nullptr;
+  // On compute, per task: module j's backward ends at modules + j. A module's gradients land
+  // before its backward has read its weights for the last time (the input gradient follows the
+  // weight gradient), so a piece's copy into the device's parameters waits for that end.
+  const Events* task_end = nullptr;
 };
 
 struct OverlapTimes {
   double grad_wait_s = 0;  // host blocked on gradient events
-  double adam_s = 0;
+  double adam_s = 0;       // offload_param: Adam fused with the host cast
   double copy_back_s = 0;  // host time enqueuing copy-backs (blocking when unregistered)
-  double host_cast_s = 0;  // offload_param
 };
 
 class OverlapSchedule {

@@ -97,14 +97,38 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
   return s;
 }
 
+std::uint64_t host_memory_bytes(const StepSample& s) {
+  // Every phase whose bytes pass through host memory once: the CPU passes over the host arrays
+  // and the copies (a copy's link bytes are its host bytes: the DMA reads or writes each once).
+  // Not the device's own work, nor the collectives between devices.
+  constexpr Phase kHostPhases[] = {Phase::grad_offload, Phase::grad_norm, Phase::grad_scale,
+                                   Phase::adam,         Phase::adam_cast, Phase::copy_back,
+                                   Phase::param_fetch,  Phase::host_cast};
+  std::uint64_t bytes = 0;
+  for (Phase p : kHostPhases) {
+    const auto it = s.phases.find(to_string(p));
+    if (it != s.phases.end()) bytes += it->second.bytes;
+  }
+  return bytes;
+}
+
+void finish_physical_bound(StepBound& b, double median_wall_s) {
+  b.host_memory_s = b.probe_gb_per_s > 0 ? b.host_bytes / (b.probe_gb_per_s * 1e9) : 0;
+  b.physical_s = std::max(b.host_memory_s, b.pcie_s) + b.compute_s;
+  b.physical_ratio = b.physical_s > 0 ? median_wall_s / b.physical_s : 0;
+}
+
 StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
                      double probe_gb_per_s, std::int64_t params) {
-  std::vector<double> adam, d2h, h2d, compute, wall;
+  std::vector<double> adam, d2h, h2d, compute, wall, host_bytes;
   const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
   for (std::size_t i = first; i < r.samples.size(); ++i) {
-    const auto it = r.samples[i].phases.find(to_string(Phase::adam));
-    adam.push_back(it == r.samples[i].phases.end() ? 0.0 : it->second.host_s);
-    wall.push_back(r.samples[i].wall_s);
+    const StepSample& s = r.samples[i];
+    auto it = s.phases.find(to_string(Phase::adam));
+    if (it == s.phases.end()) it = s.phases.find(to_string(Phase::adam_cast));
+    adam.push_back(it == s.phases.end() ? 0.0 : it->second.host_s);
+    wall.push_back(s.wall_s);
+    host_bytes.push_back(static_cast<double>(host_memory_bytes(s)));
   }
   for (const StepLinkTimes& l : links) {
     d2h.push_back(l.d2h_s);
@@ -121,6 +145,8 @@ StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links
   b.compute_s = median(compute);
   b.bound_s = std::max(b.adam_s, b.pcie_s) + b.compute_s;
   b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
+  b.host_bytes = median(host_bytes);
+  finish_physical_bound(b, median(wall));
   return b;
 }
 
@@ -143,9 +169,9 @@ StepTraffic step_traffic(const RunConfig& config) {
   const auto P = static_cast<std::uint64_t>(layout.total);
   StepTraffic t;
   t.grad_offload_d2h = 4 * P;
-  t.adam_bytes = 28 * P;
+  t.adam_bytes = 30 * P;
   if (config.loop == Loop::copy_back) {
-    t.copy_back_h2d = 4 * P;
+    t.copy_back_h2d = 2 * P;
   } else {
     t.param_fetch_h2d = 2 * static_cast<std::uint64_t>(step_detail::fetched_elements(layout));
   }

@@ -42,6 +42,16 @@ class ScheduleCase {
                              const DeepSpeedKnobs* knobs) const = 0;
 };
 
+// stock and overlap in the copy-back loop: Adam fused with the cast writes a pinned host bf16
+// copy of the parameters (2 B/param, as --offload-param has) that is copied straight into the
+// device's parameters, so no fp32 device temporary (deepspeed keeps DeepSpeed's fp32 copy-back).
+inline void plan_bf16_copy_back_device(const RunConfig& c, DeviceSizes& s) {
+  if (c.loop == Loop::copy_back) s.copy_temp = 0;
+}
+inline void plan_bf16_copy_back_host(const RunConfig& c, std::uint64_t P, MemoryPlan& plan) {
+  if (c.loop == Loop::copy_back) plan.host_pinned_bytes += 2 * P;
+}
+
 // The case of `schedule`, from the table; every Schedule has one (a unit test checks).
 const ScheduleCase& schedule_case(Schedule schedule);
 std::span<const ScheduleCase* const> schedule_cases();

@@ -1,6 +1,7 @@
 // --schedule overlap: Adam per piece as its gradients land, the copy-back of piece i under the
-// Adam of piece i+1 (overlap.hpp). The what-if of overlapping the optimizer with the copies;
-// under the copy-back loop it plans a second fp32 temporary (double-buffered pieces).
+// Adam of piece i+1 (overlap.hpp). The what-if of overlapping the optimizer with the copies.
+// Its Adam is fused with the cast to bf16 and the copy-back copies those bf16
+// (plan_bf16_copy_back).
 #include "step/arm_runner.hpp"
 #include "step/arm_runner_common.hpp"
 #include "step/rank_arm.hpp"
@@ -14,9 +15,11 @@ class OverlapCase final : public ScheduleCase {
  public:
   Schedule id() const override { return Schedule::overlap; }
   void plan_device(const RunConfig& c, const ModelLayout&, int, DeviceSizes& s) const override {
-    if (c.loop == Loop::copy_back) s.copy_temp_second = s.copy_temp;
+    plan_bf16_copy_back_device(c, s);
   }
-  void plan_host(const RunConfig&, std::uint64_t, MemoryPlan&) const override {}
+  void plan_host(const RunConfig& c, std::uint64_t P, MemoryPlan& plan) const override {
+    plan_bf16_copy_back_host(c, P, plan);
+  }
   ArmResult run(const RunConfig& config, Arm arm, Device& device,
                 std::vector<float>* final_master) const override {
     return run_arm_with<ArmRunner>(config, arm, device, final_master, AdamOrder::overlapped);

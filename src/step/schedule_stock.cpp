@@ -1,6 +1,6 @@
 // --schedule stock: the algorithm's operations and nothing else (docs/anatomy.md §3): every
-// gradient lands, then per sub-group CPU Adam and its way back to the device. The what-if
-// without a framework's choices; it plans nothing beyond the common step.
+// gradient lands, then per sub-group CPU Adam fused with the cast to bf16 and its way back to
+// the device. The what-if without a framework's choices.
 #include "step/arm_runner.hpp"
 #include "step/arm_runner_common.hpp"
 #include "step/rank_arm.hpp"
@@ -13,8 +13,12 @@ namespace {
 class StockCase final : public ScheduleCase {
  public:
   Schedule id() const override { return Schedule::stock; }
-  void plan_device(const RunConfig&, const ModelLayout&, int, DeviceSizes&) const override {}
-  void plan_host(const RunConfig&, std::uint64_t, MemoryPlan&) const override {}
+  void plan_device(const RunConfig& c, const ModelLayout&, int, DeviceSizes& s) const override {
+    plan_bf16_copy_back_device(c, s);
+  }
+  void plan_host(const RunConfig& c, std::uint64_t P, MemoryPlan& plan) const override {
+    plan_bf16_copy_back_host(c, P, plan);
+  }
   ArmResult run(const RunConfig& config, Arm arm, Device& device,
                 std::vector<float>* final_master) const override {
     return run_arm_with<ArmRunner>(config, arm, device, final_master,

@@ -73,10 +73,10 @@ void ArmRunner::setup() {
   allocate_device();
   create_events();
   if (order_ == AdamOrder::overlapped) make_overlap_schedule();
-  // The initial device parameters take the same path a step takes after Adam.
-  if (offload()) {
-    cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), shards_.total, *pool_);
-  } else {
+  // The initial device parameters take the same path a step takes after Adam: the host bf16
+  // copy of the master, and in the copy-back loop its copy to the device.
+  cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), shards_.total, *pool_);
+  if (!offload()) {
     for (const SubGroup& sg : sub_groups_) copy_back(sg);
   }
   dev_.synchronize();
@@ -96,7 +96,9 @@ void ArmRunner::allocate_host() {
   grads_ = HostBuffer(S * 4, pinned, &dev_, "fp32 gradients", pool_.get());
   exp_avg_ = HostBuffer(S * 4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
   exp_avg_sq_ = HostBuffer(S * 4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
-  if (offload()) pbf16_ = HostBuffer(S * 2, pinned, &dev_, "bf16 parameters", pool_.get());
+  // Both loops: Adam fused with the cast writes the bf16 parameters here (the fetches' source,
+  // or the copy-back's).
+  pbf16_ = HostBuffer(S * 2, pinned, &dev_, "bf16 parameters", pool_.get());
   // Every rank probes at once, so the bound can take the host's bandwidth as their sum.
   if (sharded()) comm_->barrier();
   // exp_avg and exp_avg_sq start at zero (probe_arm_memory re-zeroes what it touched).
@@ -126,8 +128,6 @@ void ArmRunner::initial_master() {
 void ArmRunner::allocate_device() {
   const DeviceSizes ds = device_sizes(cfg_, layout_, ranks());
   params_ = DeviceBuffer(dev_, ds.params);
-  copy_temp_ = DeviceBuffer(dev_, ds.copy_temp);
-  copy_temp2_ = DeviceBuffer(dev_, ds.copy_temp_second);
   shard_stage_ = DeviceBuffer(dev_, ds.shard_stage);
   for (int k = 0; k < 2; ++k) {
     param_slot_[k] = DeviceBuffer(dev_, ds.param_slot);
@@ -158,8 +158,6 @@ void ArmRunner::create_events() {
   if (!offload()) {
     cb_copy_start_ = make_events(dev_, pieces_);
     cb_copy_end_ = make_events(dev_, pieces_);
-    cb_cast_start_ = make_events(dev_, pieces_);
-    cb_cast_end_ = make_events(dev_, pieces_);
   }
 }
 
@@ -169,14 +167,9 @@ void ArmRunner::make_overlap_schedule() {
   b.grads = grads_.as<float>();
   b.exp_avg = exp_avg_.as<float>();
   b.exp_avg_sq = exp_avg_sq_.as<float>();
-  if (offload()) {
-    b.host_bf16 = pbf16_.as<bf16>();
-  } else {
-    b.device_params = params_.as<bf16>();
-    b.temp[0] = copy_temp_.as<float>();
-    b.temp[1] = copy_temp2_.as<float>();
-  }
-  const OverlapEvents e{&d2h_end_, &cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_};
+  b.host_bf16 = pbf16_.as<bf16>();
+  if (!offload()) b.device_params = params_.as<bf16>();
+  const OverlapEvents e{&d2h_end_, &cb_copy_start_, &cb_copy_end_, &task_end_};
   overlap_ = std::make_unique<OverlapSchedule>(
       dev_, *pool_, shard_layout_,
       make_pieces(shard_layout_, cfg_.sub_group_size, cfg_.chunk_elems), b, e);
@@ -274,10 +267,16 @@ void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
   dev_.record(hook_done_[j], Queue::compute);
 }
 
+// The bf16 parameters Adam + cast wrote, in pieces of chunk_elems straight into the device's
+// parameters (no fp32 temporary, no device cast); the host waits once, for the last piece.
 void ArmRunner::copy_back(const SubGroup& sg) {
-  copy_back_range(dev_, master_.as<float>(), params_.as<bf16>(), copy_temp_.as<float>(), sg.begin,
-                  sg.end, cfg_.chunk_elems, sg.first_piece,
-                  {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
+  std::int64_t piece = sg.first_piece;
+  for (std::int64_t off = sg.begin; off < sg.end; off += cfg_.chunk_elems, ++piece) {
+    enqueue_bf16_copy_back_piece(dev_, pbf16_.as<bf16>(), params_.as<bf16>(), off,
+                                 std::min(cfg_.chunk_elems, sg.end - off), piece, cb_copy_start_,
+                                 cb_copy_end_);
+  }
+  if (piece > sg.first_piece) dev_.event_synchronize(cb_copy_end_[piece - 1]);
 }
 
 StepSample ArmRunner::run_step(int t) {
@@ -304,13 +303,8 @@ StepSample ArmRunner::run_step(int t) {
   link_ = {};
   report_compute(s, times);
   if (fetching()) report_fetches(s);
-  if (offload()) {
-    // reads fp32, writes bf16
-    s.set_phase(Phase::host_cast, times.host_cast, -1,
-                6 * static_cast<std::uint64_t>(shards_.total), shards_.total);
-  } else {
-    report_copy_back(s, times);
-  }
+  // Under --offload-param the host cast is part of the adam_cast phase (report_compute).
+  if (!offload()) report_copy_back(s, times);
   return s;
 }
 
@@ -369,14 +363,13 @@ void ArmRunner::optimizer_overlap(int t, Clock::time_point t0, StepSample& s, St
   times.grad_wait = o.grad_wait_s;
   times.adam = o.adam_s;
   times.copy_back = o.copy_back_s;
-  times.host_cast = o.host_cast_s;
   // Read the loss only now: a copy into pageable memory may block the host until the
   // compute queue reaches it, which must not hold up the first piece's Adam.
   dev_.copy_to_host(Queue::compute, &loss_host_, math_.loss(), sizeof(float));
 }
 
-// --schedule stock: wait for every gradient, then per sub-group CPU Adam and the way back to
-// the device (copy-back, or the host cast under --offload-param).
+// --schedule stock: wait for every gradient, then per sub-group CPU Adam fused with the cast to
+// bf16 and, in the copy-back loop, that sub-group's copy back to the device.
 void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, StepTimes& times) {
   const auto tw = Clock::now();
   // The loss, long computed by now, is read with the wait.
@@ -389,21 +382,15 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
     const std::int64_t len = sg.end - sg.begin;
     const std::string tag = fmt::format("[{}]", gi);
     const auto ta = Clock::now();
-    adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
-              exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, len, t, hyper,
-              *pool_);
+    // Adam fused with the cast into the pinned bf16 parameters: one pass, no separate cast.
+    adam_step_cast(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
+                   exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin,
+                   pbf16_.as<bf16>() + sg.begin, len, t, hyper, *pool_);
     const double a = seconds_since(ta);
     times.adam += a;
-    s.spans.push_back({"cpu_adam", to_string(Phase::adam) + tag, seconds_between(t0, ta), a});
-    const auto tc = Clock::now();
-    if (offload()) {
-      cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, len,
-                            *pool_);
-      const double c = seconds_since(tc);
-      times.host_cast += c;
-      s.spans.push_back(
-          {"cpu_adam", to_string(Phase::host_cast) + tag, seconds_between(t0, tc), c});
-    } else {
+    s.spans.push_back({"cpu_adam", to_string(Phase::adam_cast) + tag, seconds_between(t0, ta), a});
+    if (!offload()) {
+      const auto tc = Clock::now();
       copy_back(sg);
       times.copy_back += seconds_since(tc);
     }

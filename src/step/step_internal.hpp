@@ -18,18 +18,19 @@ namespace zob::step_detail {
 struct DeviceSizes {
   std::uint64_t params = 0;      // copy_back: the whole flat bf16 array, resident
   std::uint64_t param_slot = 0;  // offload_param: one of the two fetch slots (largest module, bf16)
-  std::uint64_t grad_slot_bf16 = 0;    // one of the two gradient slots (largest module, bf16)
-  std::uint64_t grad_slot_f32 = 0;     // its fp32 staging area for the D2H copy
-  std::uint64_t copy_temp = 0;         // copy_back: the one fp32 temporary of chunk_elems
-  std::uint64_t copy_temp_second = 0;  // copy_back + --schedule overlap: the second one
-  std::uint64_t hidden = 0;            // x_0 .. x_n, each [T,h] bf16
-  std::uint64_t pre = 0;               // per layer [T,4h] bf16
-  std::uint64_t act = 0;               // per layer [T,4h] bf16
-  std::uint64_t logits = 0;            // [T,V] bf16, reused as dlogits
-  std::uint64_t grad_hidden = 0;       // dY and the dX temporary, each [T,h] bf16
-  std::uint64_t grad_ffn = 0;          // dact and dpre, each [T,4h] bf16
-  std::uint64_t tokens = 0;            // ids + embedding-grad index (upper bound: T distinct ids)
-  std::uint64_t loss = 0;              // one float
+  std::uint64_t grad_slot_bf16 = 0;  // one of the two gradient slots (largest module, bf16)
+  std::uint64_t grad_slot_f32 = 0;   // its fp32 staging area for the D2H copy
+  // copy_back loop, --schedule deepspeed: the fp32 temporary of chunk_elems (stock and overlap
+  // copy the bf16 parameters straight into the device's: none)
+  std::uint64_t copy_temp = 0;
+  std::uint64_t hidden = 0;       // x_0 .. x_n, each [T,h] bf16
+  std::uint64_t pre = 0;          // per layer [T,4h] bf16
+  std::uint64_t act = 0;          // per layer [T,4h] bf16
+  std::uint64_t logits = 0;       // [T,V] bf16, reused as dlogits
+  std::uint64_t grad_hidden = 0;  // dY and the dX temporary, each [T,h] bf16
+  std::uint64_t grad_ffn = 0;     // dact and dpre, each [T,4h] bf16
+  std::uint64_t tokens = 0;       // ids + embedding-grad index (upper bound: T distinct ids)
+  std::uint64_t loss = 0;         // one float
   // --schedule deepspeed: every gradient stays on the device until its bucket is flushed
   // (DeepSpeed's reduce bucket), and one tensor's bf16 / fp32 temporaries of the flush.
   std::uint64_t grad_store = 0;
@@ -45,10 +46,9 @@ struct DeviceSizes {
   std::uint64_t deepspeed_ranks = 0;
 
   std::uint64_t total() const {
-    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp +
-           copy_temp_second + hidden + pre + act + logits + 2 * grad_hidden + 2 * grad_ffn +
-           tokens + loss + grad_store + flush_temp_bf16 + flush_temp_f32 + shard_stage + decoder +
-           deepspeed_ranks;
+    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + hidden +
+           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + grad_store +
+           flush_temp_bf16 + flush_temp_f32 + shard_stage + decoder + deepspeed_ranks;
   }
 };
 
@@ -73,8 +73,13 @@ DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout, int
 // forward, every module but the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
 
+// The bytes one step moves through host memory, from its phases (StepBound::host_bytes).
+std::uint64_t host_memory_bytes(const StepSample& s);
+// The physical bound's fields from b.host_bytes, probe_gb_per_s, pcie_s and compute_s.
+void finish_physical_bound(StepBound& b, double median_wall_s);
 // The lower bound of the arm's step (StepBound, result.hpp) from its timed steps' link and
-// compute times, the same-run memory probe and the arm's parameter count.
+// compute times, the same-run memory probe and the arm's parameter count; and the physical
+// bound from the same parts and the step's host-memory bytes.
 StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
                      double probe_gb_per_s, std::int64_t params);
 
@@ -104,6 +109,11 @@ struct CopyBackEvents {
 void enqueue_copy_back_piece(Device& dev, const float* master, bf16* device_params, float* temp,
                              std::int64_t begin, std::int64_t len, std::int64_t piece,
                              const CopyBackEvents& events, DeviceEvent* temp_free);
+// stock and overlap: one piece of the bf16 parameters Adam + cast wrote on the host, copied
+// into the device's parameters on the h2d queue between events copy_start/copy_end[piece].
+void enqueue_bf16_copy_back_piece(Device& dev, const bf16* host_params, bf16* device_params,
+                                  std::int64_t begin, std::int64_t len, std::int64_t piece,
+                                  const Events& copy_start, const Events& copy_end);
 void copy_back_range(Device& dev, const float* master, bf16* device_params, float* temp,
                      std::int64_t begin, std::int64_t end, std::int64_t chunk_elems,
                      std::int64_t first_piece, const CopyBackEvents& events);

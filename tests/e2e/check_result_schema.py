@@ -63,6 +63,12 @@ def main():
     failed = driver_result(binary, ["--arms", "registered,unregistered"],
                            {"ZOB_TEST_CHILD_FAULT": "registered:exit"}, expect_rc=1)
     offload = driver_result(binary, ["--offload-param", "--arms", "pageable,hostalloc"])
+    # stock and overlap fuse Adam with the host cast: the adam_cast phase, both bounds.
+    fused = driver_result(binary, ["--offload-param", "--schedule", "overlap", "--arms",
+                                   "registered"])
+    if "adam_cast" not in fused["registered"]["phases"] or \
+            "physical_s" not in fused["registered"]["bound"]:
+        sys.exit("FAIL: --schedule overlap --offload-param: no adam_cast phase or physical bound")
     v2 = driver_result(binary, ["--compat", "v2", "--ablate-register"])
     # --gpus: the ranks array, of a good arm and of one whose rank 1 died.
     ranked = driver_result(binary, ["--gpus", "2", "--repeats", "2"])
@@ -75,7 +81,8 @@ def main():
         sys.exit("FAIL: --model: workload.architecture does not describe the decoder")
 
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
-                    ("--offload-param", offload), ("--compat v2", v2), ("--gpus 2", ranked),
+                    ("--offload-param", offload), ("overlap --offload-param", fused),
+                    ("--compat v2", v2), ("--gpus 2", ranked),
                     ("--gpus 2, rank 1 died", ranked_failed), ("--model", decoder)]:
         errors = sorted(validator.iter_errors(d), key=lambda e: list(e.path))
         for e in errors:

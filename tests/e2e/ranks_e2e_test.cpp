@@ -116,6 +116,18 @@ TEST_P(RankSchedules, EveryScheduleRunsAndAgreesWithStock) {
     EXPECT_NE(r.out.find("slowest rank"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("bound: registered: "), std::string::npos) << r.out;
     EXPECT_GT(a.at("bound").at("bound_s").get<double>(), 0);
+    // The physical bound of the group: every rank's host bytes through the one host memory.
+    EXPECT_NE(r.out.find("physical bound: registered: "), std::string::npos) << r.out;
+    EXPECT_GE(a.at("bound").at("physical_s").get<double>(),
+              a.at("bound").at("bound_s").get<double>());
+    // stock and overlap fuse Adam with the cast to bf16 in both loops, deepspeed does not (and
+    // gives the same bits: the checks against stock below).
+    const bool fused = std::string(schedule) != "deepspeed";
+    for (const auto& rk : a.at("ranks")) {
+      EXPECT_EQ(rk.at("phases").contains("adam_cast"), fused) << schedule;
+      EXPECT_EQ(rk.at("phases").contains("adam"), !fused) << schedule;
+      EXPECT_EQ(rk.at("phases").contains("host_cast"), p.offload && !fused) << schedule;
+    }
     ASSERT_EQ(a.at("ranks").size(), static_cast<std::size_t>(p.gpus));
     for (const auto& rk : a.at("ranks")) {
       for (const char* phase : {"all_gather", "reduce_scatter", "grad_offload"}) {

@@ -165,6 +165,59 @@ TEST(SchedE2E, DeepSpeedScheduleEqualsStockThroughTheBinary) {
   }
 }
 
+// Through the binary in both loops: stock and overlap run Adam fused with the cast to bf16 (one
+// pass, phase adam_cast at 30 B/param, no adam or host_cast phase; in the copy-back loop the
+// bf16 go to the device, 2 B/param), deepspeed keeps its separate passes (adam, then the host
+// cast or the fp32 copy-back with its device cast); all three give the same losses and
+// checksums bit for bit, with sub-groups and pieces that end off the vector width and two Adam
+// threads. Every arm reports both bounds, in DRIVERRESULT and in the text, the physical one
+// never below the lower one.
+TEST(SchedE2E, FusedAdamCastEqualsTheSeparatePassesAndBothBoundsAreReported) {
+  for (const bool offload : {false, true}) {
+    std::vector<nlohmann::json> results;
+    for (const char* schedule : {"deepspeed", "stock", "overlap"}) {
+      std::vector<std::string> extra{"--threads",        "2",
+                                     "--schedule",       schedule,
+                                     "--sub-group-size", "7001",
+                                     "--chunk-elems",    "999",
+                                     "--arms",           "registered,pageable"};
+      if (offload) extra.push_back("--offload-param");
+      const BenchRun r = run_bench(tiny(extra));
+      ASSERT_EQ(r.rc, 0) << schedule << ": " << r.err;
+      const nlohmann::json j = driver_result(r.out);
+      for (const char* arm : {"registered", "pageable"}) {
+        SCOPED_TRACE(std::string(schedule) + " " + arm + (offload ? " offload_param" : ""));
+        const auto& a = j.at(arm);
+        const auto& ph = a.at("phases");
+        const double P = a.at("params").get<double>();
+        const bool fused = std::string(schedule) != "deepspeed";
+        EXPECT_EQ(ph.contains("adam_cast"), fused);
+        EXPECT_EQ(ph.contains("adam"), !fused);
+        EXPECT_EQ(ph.contains("host_cast"), offload && !fused);
+        if (fused) EXPECT_EQ(ph.at("adam_cast").at("bytes").get<double>(), 30 * P);
+        if (!offload) {
+          EXPECT_EQ(ph.at("copy_back").at("bytes").get<double>(), (fused ? 2 : 4) * P);
+        }
+        if (!results.empty()) {
+          EXPECT_EQ(a.at("losses"), results[0].at(arm).at("losses"));
+          EXPECT_EQ(a.at("param_checksum"), results[0].at(arm).at("param_checksum"));
+        }
+        const auto& b = a.at("bound");
+        const double host_bytes = b.at("host_bytes"), physical = b.at("physical_s");
+        EXPECT_GE(host_bytes, (fused ? 30 : 34) * P);
+        EXPECT_GT(b.at("host_memory_s").get<double>(), 0);
+        EXPECT_GE(physical, b.at("bound_s").get<double>());
+        EXPECT_GT(b.at("physical_ratio").get<double>(), 0);
+        EXPECT_NE(r.out.find(std::string("physical bound: ") + arm + ": "), std::string::npos)
+            << r.out;
+        EXPECT_NE(r.out.find(std::string("\nbound: ") + arm + ": "), std::string::npos);
+      }
+      EXPECT_EQ(j.at("validation").at("ok"), true);
+      results.push_back(j);
+    }
+  }
+}
+
 // --dry-run: the plan and the pre-flight verdict, no arm started; the JSON file holds them.
 TEST(SchedE2E, DryRunPrintsThePlanAndThePreflightVerdict) {
   const std::string json = ::testing::TempDir() + "zob_dry_run.json";

@@ -5,7 +5,8 @@
 # tolerance scripts/cuda-vs-cpu-loss uses for CUDA (GEMM summation order differs), while the
 # two xpu arms must agree bit for bit.
 # MODE schedules: every --schedule with all four arms, each under another FAKE_ZE_SEED, one or
-# two copy engines, and --offload-param once; every arm of every run bit for bit equal.
+# two copy engines, overlap also with small pieces, and --offload-param once; every arm of
+# every run bit for bit equal.
 # MODE no_import: without an import path the registered arm fails loudly.
 # Every xpu run has the fake's copy delay on (a host read that does not wait reads stale
 # bytes) and must leave no "fake-ze:" complaint on stderr.
@@ -32,13 +33,17 @@ endfunction()
 if(MODE STREQUAL "schedules")
   set(arms registered unregistered pageable hostalloc)
   set(want "")
-  # schedule | FAKE_ZE_SEED | FAKE_ZE_COPY_ENGINES | extra flag
-  foreach(run "stock|1|1|" "overlap|2|2|" "deepspeed|3|2|--offload-param")
+  # schedule | FAKE_ZE_SEED | FAKE_ZE_COPY_ENGINES | extra flags (comma-separated). Overlap with
+  # small pieces: a piece's bf16 copy into the device's parameters must wait for the backward
+  # that still reads them (the fake reports the race otherwise; one piece hides it).
+  foreach(run "stock|1|1|" "overlap|2|2|" "overlap|5|2|--chunk-elems,3001"
+              "deepspeed|3|2|--offload-param")
     string(REPLACE "|" ";" run "${run}")
     list(GET run 0 schedule)
     list(GET run 1 seed)
     list(GET run 2 engines)
     list(GET run 3 extra)
+    string(REPLACE "," ";" extra "${extra}")
     set(EXTRA_ENV FAKE_ZE_SEED=${seed} FAKE_ZE_COPY_ENGINES=${engines})
     set(EXTRA_FLAGS --schedule ${schedule} --arms registered,unregistered,pageable,hostalloc ${extra})
     run_arm(xpu json rc text)

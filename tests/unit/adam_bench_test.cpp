@@ -1,10 +1,12 @@
 // run_adam_benchmark on a small size: fields filled, consistent with each other and with the
 // wall time the call took, JSON complete; the report's text from known figures.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "zob/adam.hpp"
 #include "zob/adam_bench.hpp"
@@ -40,6 +42,36 @@ TEST(AdamBench, SmallRunGivesConsistentFields) {
   EXPECT_NE(text.find("28 B/param"), std::string::npos);
 }
 
+// The separate and fused Adam + cast figures: each median lies between its slowest and fastest
+// repeat, the speedup's too, and the JSON and the text carry them.
+TEST(AdamBench, SeparateAndFusedCastFiguresAreConsistent) {
+  zob::AdamBenchOptions o;
+  o.params = (1 << 19) + 3;
+  o.threads = 2;
+  o.repeats = 3;
+  const zob::AdamBenchResult r = zob::run_adam_benchmark(o);
+  for (const auto& [lo, med, hi] :
+       {std::tuple{r.separate_min, r.separate_gparams_per_s, r.separate_max},
+        std::tuple{r.fused_min, r.fused_gparams_per_s, r.fused_max},
+        std::tuple{r.fused_speedup_min, r.fused_speedup, r.fused_speedup_max}}) {
+    EXPECT_TRUE(std::isfinite(lo) && lo > 0) << lo;
+    EXPECT_LE(lo, med);
+    EXPECT_LE(med, hi);
+  }
+  const nlohmann::json j = r.to_json();
+  EXPECT_DOUBLE_EQ(j.at("separate_gparams_per_s").get<double>(), r.separate_gparams_per_s);
+  EXPECT_DOUBLE_EQ(j.at("fused_gparams_per_s").get<double>(), r.fused_gparams_per_s);
+  EXPECT_DOUBLE_EQ(j.at("fused_speedup").get<double>(), r.fused_speedup);
+  for (const char* key :
+       {"separate_gparams_per_s_min", "separate_gparams_per_s_max", "fused_gparams_per_s_min",
+        "fused_gparams_per_s_max", "fused_speedup_min", "fused_speedup_max"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  const std::string text = r.to_text();
+  EXPECT_NE(text.find(fmt::format("fused / separate: {:.3f}x", r.fused_speedup)), std::string::npos)
+      << text;
+}
+
 // The figures are medians of real passes: every timed pass (and the warm-up one) of Adam and
 // of the probe, at the reported rates, must fit in the wall time of the whole call. A rate
 // computed from the wrong time (the sum of the repeats, a pass count off) or the wrong
@@ -72,12 +104,20 @@ TEST(AdamBench, TextReportsTheFiguresInOrder) {
   r.adam_gb_per_s = 119.0;
   r.probe_gb_per_s = 125.25;
   r.ratio = 0.95;
+  r.separate_gparams_per_s = 2.5, r.separate_min = 2.25, r.separate_max = 2.75;
+  r.fused_gparams_per_s = 3.5, r.fused_min = 3.25, r.fused_max = 3.75;
+  r.fused_speedup = 1.375, r.fused_speedup_min = 1.125, r.fused_speedup_max = 1.625;
   EXPECT_EQ(r.to_text(),
             "CPU Adam (avx2, 3 threads, 1000 params, median of 5): 4.250 Gparam/s = 119.0 GB/s\n"
             "memory probe (same arrays, threads and ranges; read p,g,m,v, write p,m,v): 125.2 "
             "GB/s\n"
             "adam / probe: 0.95  (both counted at 28 B/param; updates are in place, so there are "
-            "no write-allocate reads and none are counted)\n");
+            "no write-allocate reads and none are counted)\n"
+            "Adam + bf16 cast, separate passes (Adam, then the cast of the master): 2.500 "
+            "Gparam/s (repeats 2.250 .. 2.750)\n"
+            "Adam + bf16 cast, fused (one pass, 30 B/param): 3.500 Gparam/s (repeats 3.250 .. "
+            "3.750)\n"
+            "fused / separate: 1.375x (median of the per-repeat ratios; 1.125 .. 1.625)\n");
   const nlohmann::json j = r.to_json();
   EXPECT_EQ(j.at("threads"), 3);
   EXPECT_EQ(j.at("repeats"), 5);

@@ -148,6 +148,7 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
     a.bound.h2d_s = d(rng);
     a.bound.compute_s = d(rng);
     a.bound.adam_measured_s = d(rng);
+    a.bound.host_bytes = 1e9 * (30 + 10 * d(rng));
     ranks.push_back(a);
   }
   const auto m =
@@ -168,6 +169,12 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
   for (std::size_t i = 1; i < 4; ++i) group.push_back(std::max(walls[0][i], walls[1][i]));
   std::sort(group.begin(), group.end());
   EXPECT_DOUBLE_EQ(m.bound.ratio, group[1] / m.bound.bound_s);
+  // The physical bound: every rank's host bytes through the one host memory.
+  const double host_bytes = ranks[0].bound.host_bytes + ranks[1].bound.host_bytes;
+  EXPECT_DOUBLE_EQ(m.bound.host_bytes, host_bytes);
+  EXPECT_DOUBLE_EQ(m.bound.host_memory_s, host_bytes / (probe * 1e9));
+  EXPECT_DOUBLE_EQ(m.bound.physical_s, std::max(host_bytes / (probe * 1e9), link) + compute);
+  EXPECT_DOUBLE_EQ(m.bound.physical_ratio, group[1] / m.bound.physical_s);
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ TEST(Step, DeterministicAndFieldsFilled) {
     EXPECT_DOUBLE_EQ(a.step_min_s, best);
     for (const auto& s : a.samples) {
       EXPECT_TRUE(std::isfinite(s.loss));
-      for (const char* k : {"forward", "backward", "grad_offload", "adam", "copy_back"}) {
+      for (const char* k : {"forward", "backward", "grad_offload", "adam_cast", "copy_back"}) {
         EXPECT_TRUE(s.phases.count(k)) << k;
       }
       EXPECT_EQ(s.phases.at("grad_offload").bytes, 4u * static_cast<std::uint64_t>(a.params));
@@ -125,7 +125,11 @@ TEST(Step, LoopsGiveTheSameMath) {
     EXPECT_EQ(losses(cb), losses(op));
     for (const auto& s : op.samples) {
       EXPECT_TRUE(s.phases.count("param_fetch"));
-      EXPECT_TRUE(s.phases.count("host_cast"));
+      // stock fuses the host cast into Adam: one phase, 30 B/param (Adam's 28 + the bf16)
+      EXPECT_TRUE(s.phases.count("adam_cast"));
+      EXPECT_FALSE(s.phases.count("adam"));
+      EXPECT_FALSE(s.phases.count("host_cast"));
+      EXPECT_EQ(s.phases.at("adam_cast").bytes, 30u * static_cast<std::uint64_t>(op.params));
       EXPECT_FALSE(s.phases.count("copy_back"));
       EXPECT_EQ(s.phases.at("param_fetch").bytes, step_traffic(c).param_fetch_h2d);
     }
@@ -381,13 +385,14 @@ TEST(Step, PlanAndTrafficMatchHandFormulas) {
     const std::uint64_t biggest = 8 * h * h + 5 * h;  // a layer (552) outweighs V*h (488)
     const StepTraffic t = step_traffic(c);
     EXPECT_EQ(t.grad_offload_d2h, 4 * P);
-    EXPECT_EQ(t.adam_bytes, 28 * P);
-    EXPECT_EQ(t.copy_back_h2d, loop == Loop::copy_back ? 4 * P : 0);
+    EXPECT_EQ(t.adam_bytes, 30 * P);  // Adam fused with the cast to bf16
+    EXPECT_EQ(t.copy_back_h2d, loop == Loop::copy_back ? 2 * P : 0);  // the bf16 parameters
     EXPECT_EQ(t.param_fetch_h2d, loop == Loop::copy_back ? 0 : 2 * (P + (P - V * h)));
     const MemoryPlan m = plan_memory(c);
-    EXPECT_EQ(m.host_pinned_bytes, (loop == Loop::copy_back ? 8 : 10) * P);
+    EXPECT_EQ(m.host_pinned_bytes, 10 * P);  // master, gradients and the bf16 parameters
     EXPECT_EQ(m.host_pageable_bytes, 8 * P);
-    const std::uint64_t params = loop == Loop::copy_back ? 2 * P + 4 * 300 : 2 * 2 * biggest;
+    // copy_back: the resident parameters (no fp32 temporary: the copy-back copies bf16)
+    const std::uint64_t params = loop == Loop::copy_back ? 2 * P : 2 * 2 * biggest;
     const std::uint64_t acts =
         2 * ((n + 1) * T * h + 2 * n * T * F) + 2 * T * V + 2 * 2 * T * h + 2 * 2 * T * F;
     EXPECT_EQ(m.device_bytes, params + 2 * 6 * biggest + acts + 4 * (4 * T + 1) + 4);
@@ -399,7 +404,7 @@ TEST(Step, PlanAndTrafficMatchHandFormulas) {
   }
   RunConfig defaults;
   defaults.schedule = Schedule::stock;
-  EXPECT_EQ(plan_memory(defaults).host_pinned_bytes, 8ull * 533848064);
+  EXPECT_EQ(plan_memory(defaults).host_pinned_bytes, 10ull * 533848064);
 }
 
 // ---- failure paths: a CpuDevice that throws on the N-th allocation or the N-th gemm ----
