@@ -93,6 +93,10 @@ struct ArmResult {
   Arm arm = Arm::registered;
   bool ok = false;
   std::string error;  // set when !ok: the reason, one line
+  // A failure inside a step (StepFailurePoint, zob/step.hpp): the step (from 1, warmup
+  // counted) and the phase; 0 and "" when the arm failed outside its steps or did not fail.
+  int failed_step = 0;
+  std::string failed_phase;
 
   // Python-script-compatible fields
   std::string device;  // backend name: "cpu", "cuda", "xpu"

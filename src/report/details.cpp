@@ -57,6 +57,8 @@ ArmResult combine_rounds(const std::vector<const ArmResult*>& runs) {
       if (out.ok) {
         out.ok = false;
         out.error = fmt::format("round {}: {}", k + 1, r.error);
+        out.failed_step = r.failed_step;
+        out.failed_phase = r.failed_phase;
       }
       continue;
     }

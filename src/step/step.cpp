@@ -201,6 +201,7 @@ const bf16* ArmRunner::shared_weights(std::int64_t module) const {
 // all-gather of every rank's shard (N > 1), the shared table's gathered after the module's.
 // The slot is overwritten only after the compute that last read it has finished.
 void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
+  PhaseScope in(phase_, Phase::param_fetch);
   const auto t0 = Clock::now();
   const std::int64_t f = fetches_++;
   const int slot = static_cast<int>(f % 2);
@@ -237,6 +238,7 @@ void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
 // The all-gathers of a fetch: the module's shards into the slot, then each shared tensor's
 // owner's shards right after it (shard: this rank's, staged or resident, in the same order).
 void ArmRunner::gather_module(std::int64_t module, const bf16* shard, bf16* dst) {
+  PhaseScope in(phase_, Phase::all_gather);
   data_->enqueue_all_gather(dev_, Queue::h2d, shard, dst,
                             static_cast<std::size_t>(own(module).count) * 2);
   const bf16* next = shard + own(module).count;
@@ -255,11 +257,13 @@ void ArmRunner::gather_module(std::int64_t module, const bf16* shard, bf16* dst)
 // rank's shard of the rank sum) and its copy to the host go out on the d2h queue while
 // compute carries on with the rest of backward.
 void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
+  PhaseScope in(phase_, Phase::grad_offload);
   const ModuleSlice& part = own(j);
   dev_.record(grad_ready_[j], Queue::compute);
   dev_.queue_wait(Queue::d2h, grad_ready_[j]);
   dev_.record(d2h_start_[j], Queue::d2h);
   if (sharded()) {
+    PhaseScope scatter(phase_, Phase::reduce_scatter);
     data_->enqueue_reduce_scatter(dev_, Queue::d2h, g, ElemType::bf16, g32,
                                   static_cast<std::size_t>(part.count));
   } else {
@@ -317,6 +321,7 @@ StepSample ArmRunner::run_step(int t) {
 // Forward, module by module; a fetched module is waited for and the next one prefetched.
 // Returns the host time.
 double ArmRunner::forward(StepSample& s) {
+  phase_ = Phase::forward;
   const std::int64_t M = modules();
   const auto tf = Clock::now();
   if (fetching()) issue_fetch(0, s);
@@ -336,6 +341,7 @@ double ArmRunner::forward(StepSample& s) {
 // Backward, head first; each module's gradients stream out (offload_grads) while the rest
 // of backward runs, through two gradient slots. Returns the host time.
 double ArmRunner::backward(StepSample& s) {
+  phase_ = Phase::backward;
   const std::int64_t M = modules();
   const auto tb = Clock::now();
   for (std::int64_t j = M - 1; j >= 0; --j) {
@@ -365,6 +371,7 @@ double ArmRunner::backward(StepSample& s) {
 
 // --schedule overlap: Adam per piece as its gradients land, overlapped with the copy-back.
 void ArmRunner::optimizer_overlap(int t, Clock::time_point t0, StepSample& s, StepTimes& times) {
+  phase_ = Phase::adam;  // with the copy-back (or host cast) of the pieces Adam has done
   const OverlapTimes o = overlap_->run(t, t0, s);
   times.grad_wait = o.grad_wait_s;
   times.adam = o.adam_s;
@@ -378,6 +385,7 @@ void ArmRunner::optimizer_overlap(int t, Clock::time_point t0, StepSample& s, St
 // --schedule stock: wait for every gradient, then per sub-group CPU Adam and the way back to
 // the device (copy-back, or the host cast under --offload-param).
 void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, StepTimes& times) {
+  phase_ = Phase::grad_offload;  // the host waits for the last gradients
   const auto tw = Clock::now();
   // The loss, long computed by now, is read with the wait.
   dev_.copy_to_host(Queue::compute, &loss_host_, math_.loss(), sizeof(float));
@@ -388,6 +396,7 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
     const SubGroup& sg = sub_groups_[gi];
     const std::int64_t len = sg.end - sg.begin;
     const std::string tag = fmt::format("[{}]", gi);
+    phase_ = Phase::adam;
     const auto ta = Clock::now();
     adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
               exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, len, t, hyper,
@@ -395,6 +404,7 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
     const double a = seconds_since(ta);
     times.adam += a;
     s.spans.push_back({"cpu_adam", to_string(Phase::adam) + tag, seconds_between(t0, ta), a});
+    phase_ = offload() ? Phase::host_cast : Phase::copy_back;
     const auto tc = Clock::now();
     if (offload()) {
       cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, len,

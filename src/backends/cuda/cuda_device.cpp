@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_kernels.hpp"
+#include "backends/cuda/cuda_test_fault.hpp"
 #include "zob/errors.hpp"
 
 namespace zob {
@@ -30,11 +31,15 @@ std::string err_text(cudaError_t e) {
   throw DeviceError(kind, "cuda: " + call + "(" + detail + ") failed: " + err_text(e));
 }
 
+// Both pass the result through the test-only fault hook (cuda_test_fault.hpp), which returns
+// it unchanged unless ZOB_TEST_CUDA_FAULT names this call.
 void check(cudaError_t e, const char* call, const std::string& detail = "") {
+  e = cuda::test_fault(e, call);
   if (e != cudaSuccess) fail(DeviceErrorKind::runtime, call, detail, e);
 }
 
 void check_launch(cudaError_t e, const char* kernel, const std::string& shape) {
+  e = cuda::test_fault(e, kernel);
   if (e != cudaSuccess) fail(DeviceErrorKind::runtime, std::string("kernel ") + kernel, shape, e);
 }
 
