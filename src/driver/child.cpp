@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -155,7 +156,12 @@ int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
     validate_run_config(config);
     auto device = test_hooks::fault_device(
         create_device({to_string(config.device), config.device_index}), arm);
+    // Who else is on the device, before and after (the arm's own buffers are gone by then).
+    const Device::Occupancy start = device->occupancy();
     r = run_arm(config, arm, *device);
+    const Device::Occupancy end = device->occupancy();
+    r.device_other_processes = std::max(start.other_processes, end.other_processes);
+    r.device_free_bytes = start.free_bytes;
   } catch (const std::exception& e) {
     set_arm_failure(r, e);
     code = 1;

@@ -14,10 +14,17 @@ namespace zob::test_hooks {
 
 class FaultDevice final : public Device {
  public:
+  // Another user of the device as occupancy() reports it (ZOB_TEST_DEVICE_SHARED): this many
+  // other processes (-1: the real device's answer), this much of its free memory taken.
+  struct Shared {
+    int other_processes = -1;
+    std::uint64_t free_taken = 0;
+  };
   // Fails the at-th call (from 1) of operation `op` (a Device member's name, e.g.
-  // "embedding_backward", "copy_to_host", "synchronize").
-  FaultDevice(std::unique_ptr<Device> inner, std::string op, long at)
-      : inner_(std::move(inner)), op_(std::move(op)), at_(at) {}
+  // "embedding_backward", "copy_to_host", "synchronize"; "" fails nothing), and reports
+  // `shared` through occupancy().
+  FaultDevice(std::unique_ptr<Device> inner, std::string op, long at, Shared shared)
+      : inner_(std::move(inner)), op_(std::move(op)), at_(at), shared_(shared) {}
 
   const DeviceInfo& info() const override { return inner_->info(); }
   void* allocate(std::size_t bytes) override {
@@ -167,6 +174,7 @@ class FaultDevice final : public Device {
     tick("silu_mul_backward");
     inner_->silu_mul_backward(dout, gate, up, dgate, dup, n);
   }
+  Occupancy occupancy() const override;
   void check_rank_collectives() const override { inner_->check_rank_collectives(); }
   std::unique_ptr<Collectives> make_rank_collectives(
       Collectives& host, const RankCollectivesOptions& options) override {
@@ -180,6 +188,7 @@ class FaultDevice final : public Device {
   std::unique_ptr<Device> inner_;
   std::string op_;
   long at_;
+  Shared shared_;
   long calls_ = 0;
   bool lost_ = false;
 };

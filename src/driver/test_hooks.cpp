@@ -25,6 +25,7 @@ struct Settings {
   std::string rank_fault;      // ZOB_TEST_RANK_FAULT
   std::string mpi_rank_fault;  // ZOB_TEST_MPI_RANK_FAULT
   std::string device_fault;    // ZOB_TEST_DEVICE_FAULT
+  std::string device_shared;   // ZOB_TEST_DEVICE_SHARED
   bool share_device = false;   // ZOB_TEST_SHARE_DEVICE=1
 };
 
@@ -39,6 +40,7 @@ const Settings& settings() {
     s.rank_fault = text("ZOB_TEST_RANK_FAULT");
     s.mpi_rank_fault = text("ZOB_TEST_MPI_RANK_FAULT");
     s.device_fault = text("ZOB_TEST_DEVICE_FAULT");
+    s.device_shared = text("ZOB_TEST_DEVICE_SHARED");
     s.share_device = text("ZOB_TEST_SHARE_DEVICE") == "1";
     return s;
   }();
@@ -174,14 +176,25 @@ void apply_mpi_rank_fault(int rank) {
 }
 
 std::unique_ptr<Device> fault_device(std::unique_ptr<Device> device, Arm arm) {
-  const std::string& spec = settings().device_fault;
   char arm_name[32] = {}, op[64] = {};
   long at = 0;
-  if (spec.empty() || std::sscanf(spec.c_str(), "%31[^:]:%63[^:]:%ld", arm_name, op, &at) != 3 ||
+  const std::string& fault = settings().device_fault;
+  if (fault.empty() || std::sscanf(fault.c_str(), "%31[^:]:%63[^:]:%ld", arm_name, op, &at) != 3 ||
       at < 1 || std::string(arm_name) != to_string(arm)) {
-    return device;
+    op[0] = '\0';
   }
-  return std::make_unique<FaultDevice>(std::move(device), op, at);
+  // ZOB_TEST_DEVICE_SHARED wraps every arm's device (so all report a free memory to compare);
+  // only the named arm's sees the other process.
+  const std::string& shared = settings().device_shared;
+  FaultDevice::Shared seen;
+  char shared_arm[32] = {};
+  int others = -1;
+  unsigned long long taken = 0;
+  const bool sharing = !shared.empty() && std::sscanf(shared.c_str(), "%31[^:]:%d:%llu", shared_arm,
+                                                      &others, &taken) >= 2;
+  if (sharing && std::string(shared_arm) == to_string(arm)) seen = {others, taken};
+  if (op[0] == '\0' && !sharing) return device;
+  return std::make_unique<FaultDevice>(std::move(device), op, at, seen);
 }
 
 std::unique_ptr<Collectives> mpi_rank_fault_collectives(Collectives& comm, int rank) {

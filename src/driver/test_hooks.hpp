@@ -10,6 +10,7 @@
 //   ZOB_TEST_MPI_RANK_FAULT=<rank>:<throw|hang>  or  <rank>:<throw|segv|kill|exit|hang>:<n>
 //   ZOB_TEST_SHARE_DEVICE=1
 //   ZOB_TEST_DEVICE_FAULT=<arm>:<operation>:<n>
+//   ZOB_TEST_DEVICE_SHARED=<arm>:<other processes>[:<free bytes taken>]
 //
 // Backend-only test hooks, read by their backend (each documented in docs/faults.md):
 //   ZOB_TEST_CUDA_FAULT=<call>:<n>[:<error>]   src/backends/cuda (cuda_test_fault.hpp)
@@ -50,7 +51,10 @@ std::unique_ptr<Collectives> mpi_rank_fault_collectives(Collectives& comm, int r
 // ZOB_TEST_DEVICE_FAULT for `arm`'s child (every rank of it): `device` wrapped so that the
 // n-th call of that Device operation (e.g. embedding_backward: once per step, so n is the
 // step) fails as a lost device, and every device operation after it too (fault_device.hpp);
-// `device` itself when the variable does not name the arm.
+// ZOB_TEST_DEVICE_SHARED: every arm's device reports a free memory (64 GiB where the device
+// cannot tell), the named arm's this many other processes on the device and that much of the
+// free memory taken, as another run on the GPU would show. `device` itself when neither
+// variable applies.
 std::unique_ptr<Device> fault_device(std::unique_ptr<Device> device, Arm arm);
 
 // ZOB_TEST_SHARE_DEVICE=1: every rank of --gpus N on device --device-index, so the multi-rank

@@ -124,9 +124,45 @@ std::vector<std::string> spread_warnings(const RunResult& run) {
   return out;
 }
 
+std::string shared_device(const RunResult& run) {
+  std::vector<const ArmResult*> all;  // every arm run, in the order they ran
+  if (run.rounds.empty()) {
+    for (const auto& a : run.arms) all.push_back(&a);
+  }
+  for (const auto& round : run.rounds) {
+    for (const auto& a : round) all.push_back(&a);
+  }
+  const ArmResult* first = nullptr;
+  const std::uint64_t drop = std::max(kSharedFreeDrop, run.device_info.total_memory_bytes / 50);
+  for (const ArmResult* a : all) {
+    if (a->device_other_processes > 0) {
+      return fmt::format("{} other process{} on the device during arm {}",
+                         a->device_other_processes, a->device_other_processes == 1 ? "" : "es",
+                         to_string(a->arm));
+    }
+    if (a->device_free_bytes == 0) continue;
+    if (first == nullptr) {
+      first = a;
+    } else if (first->device_free_bytes > a->device_free_bytes + drop) {
+      return fmt::format(
+          "its free memory fell by {:.1f} GiB between the start of arm {} and of "
+          "arm {}",
+          static_cast<double>(first->device_free_bytes - a->device_free_bytes) /
+              static_cast<double>(std::uint64_t{1} << 30),
+          to_string(first->arm), to_string(a->arm));
+    }
+  }
+  return "";
+}
+
 std::vector<std::string> run_warnings(const RunResult& run) {
   std::vector<std::string> out = spread_warnings(run);
   if (std::string w = not_applicable_warning(run); !w.empty()) out.push_back(std::move(w));
+  if (const std::string s = shared_device(run); !s.empty()) {
+    out.push_back("another process used the device during the run (" + s +
+                  "): the arms' times include its work, so no verdict is conclusive; run again "
+                  "with the device to itself");
+  }
   return out;
 }
 

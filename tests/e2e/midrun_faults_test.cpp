@@ -1,8 +1,9 @@
 // Faults in the middle of the timed steps (issue 27), through the real binary: a device lost
 // at step k, on the fake Level Zero driver (FAKE_ZE_LOSE_DEVICE_AT) and on the CPU device
-// (the driver's test hook ZOB_TEST_DEVICE_FAULT). Each checks the exit code, the one line
-// (the runtime's text, the step, the phase, what to do), DRIVERRESULT's failed arm and the
-// surviving arm's result, and that nothing is left running, locked or held by the driver.
+// (the driver's test hook ZOB_TEST_DEVICE_FAULT); and a device shared with another process. Each
+// checks the exit code, the one line (the runtime's text, the step, the phase, what to do),
+// DRIVERRESULT's failed arm and the surviving arm's result, and that nothing is left running,
+// locked or held by the driver.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -115,6 +116,57 @@ TEST(MidRunFault, LevelZeroDeviceLostInATimedStepReleasesEverything) {
   expect_driver_released_everything(report, driver_result(r.out));
   std::filesystem::remove(report);
 }
+// Two runs on one device (issue 27): the arms' children report the device's other users
+// (Device::occupancy; here through ZOB_TEST_DEVICE_SHARED, as NVML's process list or a fall of
+// the free memory would on a GPU). The run still completes, but DRIVERRESULT's warnings and the
+// verdict say so, and no verdict is conclusive over another process's work.
+struct Sharing {
+  std::string hook;  // ZOB_TEST_DEVICE_SHARED, "" for none
+  std::string says;  // in the warning and the verdict; "" when nothing may be said
+};
+class SharedDevice : public ::testing::TestWithParam<Sharing> {};
+
+TEST_P(SharedDevice, AnotherProcessIsNamedAndNoVerdictIsConclusive) {
+  RunOptions o;
+  o.env = {{"ZE_ENABLE_ALT_DRIVERS", ZOB_FAKE_ZE_DRIVER}};
+  if (!GetParam().hook.empty()) o.env.push_back({"ZOB_TEST_DEVICE_SHARED", GetParam().hook});
+  const Result r = run_bench_with(small({"--repeats", "3"}, "xpu"), o);
+  expect_no_leftovers();
+  ASSERT_EQ(r.rc, 0) << r.err;  // both arms still finish, with correct results
+  const auto j = driver_result(r.out);
+  std::string warnings;
+  for (const auto& w : j.at("warnings")) warnings += w.get<std::string>() + "\n";
+  ASSERT_FALSE(j.at("verdicts").empty()) << r.out;
+  const auto& verdict = j.at("verdicts")[0];
+  const std::string text = verdict.at("text");
+  if (GetParam().says.empty()) {
+    EXPECT_EQ(warnings.find("another process"), std::string::npos) << warnings;
+    EXPECT_EQ(text.find("another process"), std::string::npos) << text;
+    return;
+  }
+  EXPECT_NE(warnings.find("another process used the device during the run (" + GetParam().says),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(r.err.find("warning: another process used the device"), std::string::npos) << r.err;
+  EXPECT_EQ(verdict.at("conclusive"), false);
+  EXPECT_EQ(text.rfind("inconclusive: ", 0), 0u) << text;
+  EXPECT_NE(text.find(GetParam().says), std::string::npos) << text;
+  EXPECT_NE(r.out.find("verdict: inconclusive: "), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    E2E, SharedDevice,
+    ::testing::Values(
+        Sharing{"", ""},
+        Sharing{"unregistered:1", "1 other process on the device during arm unregistered"},
+        Sharing{"unregistered:-1:8589934592",
+                "its free memory fell by 8.0 GiB between the start of arm registered and of "
+                "arm unregistered"}),
+    [](const ::testing::TestParamInfo<Sharing>& info) {
+      return info.param.hook.empty()                             ? std::string("alone")
+             : info.param.hook.find(":-1:") != std::string::npos ? std::string("free_memory")
+                                                                 : std::string("processes");
+    });
 #else
 TEST(MidRunFault, LevelZeroDeviceLost) {
   GTEST_SKIP() << "built without the Level Zero backend: no fake driver to lose a device in";

@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/cuda/cuda_test_fault.hpp"
+#include "backends/cuda/nvml_processes.hpp"
 #include "zob/errors.hpp"
 
 namespace zob {
@@ -223,6 +224,19 @@ void CudaDevice::deallocate(void* device) noexcept {
   cudaSetDevice(index_);
   cudaFree(device);
   cudaGetLastError();
+}
+
+// NVML's process list where the driver's libnvidia-ml is there (nvml_processes.hpp), and the
+// free memory the runtime reports; a failure leaves a field unknown rather than failing the arm.
+Device::Occupancy CudaDevice::occupancy() const {
+  Occupancy o;
+  bind();
+  std::size_t free_b = 0;
+  std::size_t total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) o.free_bytes = free_b;
+  cudaGetLastError();
+  o.other_processes = cuda::nvml_other_processes(info_.pci_bus_id);
+  return o;
 }
 
 std::size_t CudaDevice::memory_in_use() const {
