@@ -125,31 +125,37 @@ std::vector<std::string> spread_warnings(const RunResult& run) {
 }
 
 std::string shared_device(const RunResult& run) {
-  std::vector<const ArmResult*> all;  // every arm run, in the order they ran
+  struct Ran {
+    const ArmResult* arm;
+    std::string name;  // "arm registered", with rounds "arm registered (round 2)"
+  };
+  std::vector<Ran> all;  // every arm run, in the order they ran
   if (run.rounds.empty()) {
-    for (const auto& a : run.arms) all.push_back(&a);
+    for (const auto& a : run.arms) all.push_back({&a, fmt::format("arm {}", to_string(a.arm))});
   }
-  for (const auto& round : run.rounds) {
-    for (const auto& a : round) all.push_back(&a);
-  }
-  const ArmResult* first = nullptr;
-  const std::uint64_t drop = std::max(kSharedFreeDrop, run.device_info.total_memory_bytes / 50);
-  for (const ArmResult* a : all) {
-    if (a->device_other_processes > 0) {
-      return fmt::format("{} other process{} on the device during arm {}",
-                         a->device_other_processes, a->device_other_processes == 1 ? "" : "es",
-                         to_string(a->arm));
+  for (std::size_t k = 0; k < run.rounds.size(); ++k) {
+    for (const auto& a : run.rounds[k]) {
+      all.push_back({&a, run.rounds.size() == 1
+                             ? fmt::format("arm {}", to_string(a.arm))
+                             : fmt::format("arm {} (round {})", to_string(a.arm), k + 1)});
     }
-    if (a->device_free_bytes == 0) continue;
+  }
+  const Ran* first = nullptr;
+  const std::uint64_t drop = std::max(kSharedFreeDrop, run.device_info.total_memory_bytes / 50);
+  for (const Ran& r : all) {
+    const ArmResult& a = *r.arm;
+    if (a.device_other_processes > 0) {
+      return fmt::format("{} other process{} on the device during {}", a.device_other_processes,
+                         a.device_other_processes == 1 ? "" : "es", r.name);
+    }
+    if (a.device_free_bytes == 0) continue;
     if (first == nullptr) {
-      first = a;
-    } else if (first->device_free_bytes > a->device_free_bytes + drop) {
-      return fmt::format(
-          "its free memory fell by {:.1f} GiB between the start of arm {} and of "
-          "arm {}",
-          static_cast<double>(first->device_free_bytes - a->device_free_bytes) /
-              static_cast<double>(std::uint64_t{1} << 30),
-          to_string(first->arm), to_string(a->arm));
+      first = &r;
+    } else if (first->arm->device_free_bytes > a.device_free_bytes + drop) {
+      return fmt::format("its free memory fell by {:.1f} GiB between the start of {} and of {}",
+                         static_cast<double>(first->arm->device_free_bytes - a.device_free_bytes) /
+                             static_cast<double>(std::uint64_t{1} << 30),
+                         first->name, r.name);
     }
   }
   return "";

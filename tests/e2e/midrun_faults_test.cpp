@@ -158,10 +158,11 @@ INSTANTIATE_TEST_SUITE_P(
     E2E, SharedDevice,
     ::testing::Values(
         Sharing{"", ""},
-        Sharing{"unregistered:1", "1 other process on the device during arm unregistered"},
+        Sharing{"unregistered:1",
+                "1 other process on the device during arm unregistered (round 1)"},
         Sharing{"unregistered:-1:8589934592",
-                "its free memory fell by 8.0 GiB between the start of arm registered and of "
-                "arm unregistered"}),
+                "its free memory fell by 8.0 GiB between the start of arm registered (round 1) and "
+                "of arm unregistered (round 1)"}),
     [](const ::testing::TestParamInfo<Sharing>& info) {
       return info.param.hook.empty()                             ? std::string("alone")
              : info.param.hook.find(":-1:") != std::string::npos ? std::string("free_memory")
