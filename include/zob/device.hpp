@@ -221,6 +221,16 @@ class Device {
   virtual void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
                                  bf16* dup, std::int64_t n) = 0;
 
+  // ---- other users of the device (two runs on one GPU, a run beside a training job) ----
+  struct Occupancy {
+    int other_processes = -1;      // processes other than this one on the device; -1 unknown
+    std::uint64_t free_bytes = 0;  // the device's free memory now; 0 unknown
+  };
+  // What the runtime tells of the device's other users now; the driver compares the arms'
+  // answers and says when the device was shared. Defined inline: plugins do not link zob_core.
+  // The default (the CPU device, Level Zero without Sysman) knows neither.
+  virtual Occupancy occupancy() const { return {}; }
+
   // ---- several ranks per arm (--gpus N), one device each ----
   // How the launcher placed the ranks, for make_rank_collectives.
   struct RankCollectivesOptions {

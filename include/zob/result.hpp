@@ -99,6 +99,10 @@ struct ArmResult {
   Arm arm = Arm::registered;
   bool ok = false;
   std::string error;  // set when !ok: the reason, one line
+  // A failure inside a step (StepFailurePoint, zob/step.hpp): the step (from 1, warmup
+  // counted) and the phase; 0 and "" when the arm failed outside its steps or did not fail.
+  int failed_step = 0;
+  std::string failed_phase;
 
   // Python-script-compatible fields
   std::string device;  // backend name: "cpu", "cuda", "xpu"
@@ -131,6 +135,10 @@ struct ArmResult {
   std::uint64_t host_mapped_bytes = 0;  // bytes this arm's HostBuffers map (page-rounded)
   double wall_s = 0;                    // child process start to result (time to result)
   int pid = 0;  // process that ran the arm (set by the driver, not the step)
+  // Device::occupancy as the arm's child saw it (the child's JSON only): the most other
+  // processes on the device at the arm's start or end (-1 unknown), its free memory at start.
+  int device_other_processes = -1;
+  std::uint64_t device_free_bytes = 0;
   // --gpus N: the ranks, in rank order (empty with one rank). With N > 1 each step's wall_s
   // is the slowest rank's, the loss the sum over ranks, param_checksum combines the shards'.
   int gpus = 1;

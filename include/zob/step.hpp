@@ -3,10 +3,13 @@
 // Knows nothing of processes; the driver calls it inside a child.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "zob/collectives.hpp"
 #include "zob/config.hpp"
 #include "zob/device.hpp"
+#include "zob/phase.hpp"
 #include "zob/result.hpp"
 
 namespace zob {
@@ -23,6 +26,21 @@ ArmResult run_arm(const RunConfig& config, Arm arm, Device& device);
 // and CollectiveError when a peer fails.
 ArmResult run_rank_arm(const RunConfig& config, Arm arm, Device& device, Collectives& comm,
                        Collectives& data);
+
+// Where an arm's steps stopped when one of them threw (a device lost at step k, a peer gone):
+// the step loop records it as the exception passes and rethrows it unchanged, so the error
+// keeps its type and the process that ran the arm (one arm per process) can say where it
+// happened. nullopt when no step of this process threw (a failure in setup).
+struct StepFailurePoint {
+  int step = 0;   // from 1, warmup steps counted, within its round
+  int steps = 0;  // warmup + timed steps of the round
+  bool timed = false;
+  Phase phase = Phase::forward;  // what the host was doing (an asynchronous device may report
+                                 // a fault at the next wait, so a later phase than the fault's)
+};
+std::optional<StepFailurePoint> step_failure_point();
+// "step 3 of 3 (timed), phase backward"
+std::string describe(const StepFailurePoint& at);
 
 // Elements of one rank's shard of the model's parameters with `ranks` ranks (every module
 // split into equal shards, the last padded): the host state one rank holds.

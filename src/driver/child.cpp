@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -27,16 +28,18 @@ namespace zob {
 
 namespace {
 
-std::string describe(const DeviceError& e) {
-  switch (e.kind()) {
-    case DeviceErrorKind::unavailable: return std::string("backend unavailable: ") + e.what();
-    case DeviceErrorKind::out_of_memory: return std::string("out of memory: ") + e.what();
-    case DeviceErrorKind::registration_refused:
-      return std::string("host memory registration refused: ") + e.what();
-    case DeviceErrorKind::lock_refused: return std::string("mlock refused: ") + e.what();
-    case DeviceErrorKind::runtime: return std::string("device runtime error: ") + e.what();
+// The reason's first words, from the error's kind ("" for an error of no known kind).
+std::string failure_kind(const std::exception& e) {
+  const auto* d = dynamic_cast<const DeviceError*>(&e);
+  if (d == nullptr) return "";
+  switch (d->kind()) {
+    case DeviceErrorKind::unavailable: return "backend unavailable";
+    case DeviceErrorKind::out_of_memory: return "out of memory";
+    case DeviceErrorKind::registration_refused: return "host memory registration refused";
+    case DeviceErrorKind::lock_refused: return "mlock refused";
+    case DeviceErrorKind::runtime: return "device runtime error";
   }
-  return e.what();
+  return "";
 }
 
 // --gpus all: the devices of the backend from --device-index on (the CPU device is one).
@@ -81,6 +84,24 @@ std::optional<double> process_age_seconds() {
 }
 
 }  // namespace
+
+void set_arm_failure(ArmResult& r, const std::exception& e) {
+  r.ok = false;
+  const std::string kind = failure_kind(e);
+  const std::optional<StepFailurePoint> at = step_failure_point();
+  if (!at) {
+    r.error = one_line(kind.empty() ? std::string(e.what()) : kind + ": " + e.what());
+    return;
+  }
+  r.failed_step = at->step;
+  r.failed_phase = to_string(at->phase);
+  // A device fault in the middle of the steps: the setup had worked, so the device broke
+  // while it ran (lost, an illegal address, an ECC error); the runtime's text says which.
+  const bool device = dynamic_cast<const DeviceError*>(&e) != nullptr;
+  r.error = one_line(
+      (kind.empty() ? std::string("failed") : kind) + " in " + describe(*at) + ": " + e.what() +
+      (device ? "; check the device (dmesg, nvidia-smi or xpu-smi) and run again" : ""));
+}
 
 int run_probe_child(const RunConfig& config, int result_fd) {
   nlohmann::json out;
@@ -133,15 +154,16 @@ int run_arm_child(const RunConfig& config, Arm arm, int result_fd) {
   int code = 0;
   try {
     validate_run_config(config);
-    auto device = create_device({to_string(config.device), config.device_index});
+    auto device = test_hooks::fault_device(
+        create_device({to_string(config.device), config.device_index}), arm);
+    // Who else is on the device, before and after (the arm's own buffers are gone by then).
+    const Device::Occupancy start = device->occupancy();
     r = run_arm(config, arm, *device);
-  } catch (const DeviceError& e) {
-    r.ok = false;
-    r.error = one_line(describe(e));
-    code = 1;
+    const Device::Occupancy end = device->occupancy();
+    r.device_other_processes = std::max(start.other_processes, end.other_processes);
+    r.device_free_bytes = start.free_bytes;
   } catch (const std::exception& e) {
-    r.ok = false;
-    r.error = one_line(e.what());
+    set_arm_failure(r, e);
     code = 1;
   }
   r.arm = arm;

@@ -35,6 +35,11 @@ int report_run(const RunResult& run, int stopped_by);
 int run_probe_child(const RunConfig& config, int result_fd);
 int run_arm_child(const RunConfig& config, Arm arm, int result_fd);
 
+// A failed arm's (or rank's) reason, one line, into r.error: the error's kind, where in the
+// steps it happened when a step threw (r.failed_step / r.failed_phase too), the runtime's own
+// text, and for a fault in the middle of the steps what to do about it.
+void set_arm_failure(ArmResult& r, const std::exception& e);
+
 // The flags the parent passes to its children.
 inline constexpr const char* kProbeFlag = "--internal-probe";
 inline constexpr const char* kChildFlag = "--internal-child";

@@ -217,9 +217,13 @@ ArmResult run_arm_in_world(const RunConfig& c, Arm arm, Device& device, MpiColle
       std::fflush(stderr);
     }
     test_hooks::apply_mpi_rank_fault(p.rank);
-    r = run_rank_body(c, arm, device, comm, /*ranks_share_device=*/false);
+    const std::unique_ptr<Collectives> faulty =
+        test_hooks::mpi_rank_fault_collectives(comm, p.rank);
+    r = run_rank_body(c, arm, device, faulty ? *faulty : static_cast<Collectives&>(comm),
+                      /*ranks_share_device=*/false);
   } catch (const std::exception& e) {
-    comm.abort(one_line(e.what()));  // does not return
+    set_arm_failure(r, e);  // where in the steps it failed, when it was in one
+    comm.abort(r.error);    // does not return
   }
   return r;
 }

@@ -109,6 +109,8 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, const
         fail(r.error.empty() ? fmt::format("child process {} exited with code {}", pid, o.exit_code)
                              : r.error);
     f.gpus = r.gpus;  // --gpus: which rank failed how
+    f.failed_step = r.failed_step;
+    f.failed_phase = r.failed_phase;
     f.ranks = std::move(r.ranks);
     return f;
   }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "collectives/shm_collectives.hpp"
 #include "driver/driver.hpp"
@@ -53,20 +54,19 @@ void send_result(int fd, Arm arm, ArmResult& r) { write_all(fd, result_document(
     const bool share = test_hooks::ranks_share_device();
     std::unique_ptr<Device> device;
     try {
-      device = create_device({to_string(config.device), rank_device_index(config, rank, share)});
+      device = test_hooks::fault_device(
+          create_device({to_string(config.device), rank_device_index(config, rank, share)}), arm);
     } catch (const std::exception& e) {
       comm.abort(fmt::format("rank {} could not open its device: {}", rank, one_line(e.what())));
       throw;
     }
     r = run_rank_body(config, arm, *device, comm, share);
   } catch (const CollectiveError& e) {
-    r.ok = false;
-    r.error = one_line(e.what());
+    set_arm_failure(r, e);  // a peer failed; this rank says where it was waiting
     code = 1;
   } catch (const std::exception& e) {
-    region.abort(rank, fmt::format("rank {} failed: {}", rank, one_line(e.what())));
-    r.ok = false;
-    r.error = one_line(e.what());
+    set_arm_failure(r, e);
+    region.abort(rank, fmt::format("rank {} failed: {}", rank, r.error));
     code = 1;
   }
   send_result(write_fd, arm, r);
@@ -131,6 +131,22 @@ std::map<std::string, PhaseSample> mean_phases(const ArmResult& a) {
     p.params /= n;
   }
   return out;
+}
+
+// A rank killed outright says nothing of where it was: its peers say where they were when
+// they learned of it (waiting for it in a collective, mostly), the first of them that can.
+void add_peer_wait(const RunConfig& config, const std::vector<ArmResult>& results, ArmResult* m) {
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const std::optional<Phase> phase = parse_phase(results[i].failed_phase);
+    if (results[i].failed_step <= 0 || !phase) continue;
+    const int steps = config.warmup + config.steps;
+    const StepFailurePoint at{results[i].failed_step, steps, results[i].failed_step > config.warmup,
+                              *phase};
+    m->error += fmt::format("; rank {} was then in {}", i, describe(at));
+    m->failed_step = at.step;
+    m->failed_phase = to_string(at.phase);
+    return;
+  }
 }
 
 // One rank's entry of `ranks`; *result receives its parsed ArmResult (left empty when none).
@@ -263,6 +279,9 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
     if (why.empty() || (ranks[at].killed_by_launcher && !abort_reason.empty())) why = abort_reason;
     m.ok = false;
     m.error = fmt::format("{} failed: {}", rank_label(config, ranks[at]), why);
+    m.failed_step = results[at].failed_step;  // 0 when the rank sent no result
+    m.failed_phase = results[at].failed_phase;
+    if (m.failed_step == 0) add_peer_wait(config, results, &m);
   }
   m.arm = arm;
   m.gpus = static_cast<int>(ranks.size());

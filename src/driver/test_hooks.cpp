@@ -1,6 +1,7 @@
 #include "driver/test_hooks.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "driver/fault_device.hpp"
 #include "driver/process.hpp"
 
 namespace zob::test_hooks {
@@ -22,6 +24,8 @@ struct Settings {
   std::string child_fault;     // ZOB_TEST_CHILD_FAULT
   std::string rank_fault;      // ZOB_TEST_RANK_FAULT
   std::string mpi_rank_fault;  // ZOB_TEST_MPI_RANK_FAULT
+  std::string device_fault;    // ZOB_TEST_DEVICE_FAULT
+  std::string device_shared;   // ZOB_TEST_DEVICE_SHARED
   bool share_device = false;   // ZOB_TEST_SHARE_DEVICE=1
 };
 
@@ -35,6 +39,8 @@ const Settings& settings() {
     s.child_fault = text("ZOB_TEST_CHILD_FAULT");
     s.rank_fault = text("ZOB_TEST_RANK_FAULT");
     s.mpi_rank_fault = text("ZOB_TEST_MPI_RANK_FAULT");
+    s.device_fault = text("ZOB_TEST_DEVICE_FAULT");
+    s.device_shared = text("ZOB_TEST_DEVICE_SHARED");
     s.share_device = text("ZOB_TEST_SHARE_DEVICE") == "1";
     return s;
   }();
@@ -86,10 +92,14 @@ class FaultCollectives final : public Collectives {
     if (kind_ == "segv") {
       ::signal(SIGSEGV, SIG_DFL);
       ::raise(SIGSEGV);
+    } else if (kind_ == "kill") {
+      ::raise(SIGKILL);  // kill -9 from outside: no handler, no last word to the peers
     } else if (kind_ == "exit") {
       ::_exit(7);
     } else if (kind_ == "hang") {
       hang();
+    } else if (kind_ == "throw") {
+      throw std::runtime_error("test fault (ZOB_TEST_MPI_RANK_FAULT) in a collective");
     }
   }
   Collectives& inner_;
@@ -123,6 +133,11 @@ void apply_child_fault(Arm arm, int fd) {
     ::_exit(0);
   } else if (kind == "perturb") {
     return;  // applied to the result, see perturb_result
+  } else if (kind == "memlock_taken") {
+    // The parent's pre-flight has passed; what this child may lock shrinks now, as when
+    // another process locked memory in between (a test drops CAP_IPC_LOCK, so the limit holds).
+    const rlimit one_mib{1 << 20, 1 << 20};
+    if (::setrlimit(RLIMIT_MEMLOCK, &one_mib) == 0) return;
   }
   std::fprintf(stderr, "zero3-offload-bench: notice: ignoring ZOB_TEST_CHILD_FAULT kind '%s'\n",
                kind.c_str());
@@ -149,13 +164,48 @@ std::unique_ptr<Collectives> rank_fault_collectives(Collectives& host, Arm arm, 
 
 void apply_mpi_rank_fault(int rank) {
   const std::string& spec = settings().mpi_rank_fault;
-  int r = -1;
+  int r = -1, at = 0;
   char kind[16] = {};
-  if (spec.empty() || std::sscanf(spec.c_str(), "%d:%15s", &r, kind) != 2 || r != rank) return;
+  if (spec.empty() || std::sscanf(spec.c_str(), "%d:%15[^:]:%d", &r, kind, &at) != 2 || r != rank) {
+    return;
+  }
   if (std::string(kind) == "throw") {
     throw std::runtime_error("test fault (ZOB_TEST_MPI_RANK_FAULT)");
   }
   if (std::string(kind) == "hang") hang();
+}
+
+std::unique_ptr<Device> fault_device(std::unique_ptr<Device> device, Arm arm) {
+  char arm_name[32] = {}, op[64] = {};
+  long at = 0;
+  const std::string& fault = settings().device_fault;
+  if (fault.empty() || std::sscanf(fault.c_str(), "%31[^:]:%63[^:]:%ld", arm_name, op, &at) != 3 ||
+      at < 1 || std::string(arm_name) != to_string(arm)) {
+    op[0] = '\0';
+  }
+  // ZOB_TEST_DEVICE_SHARED wraps every arm's device (so all report a free memory to compare);
+  // only the named arm's sees the other process.
+  const std::string& shared = settings().device_shared;
+  FaultDevice::Shared seen;
+  char shared_arm[32] = {};
+  int others = -1;
+  unsigned long long taken = 0;
+  const bool sharing = !shared.empty() && std::sscanf(shared.c_str(), "%31[^:]:%d:%llu", shared_arm,
+                                                      &others, &taken) >= 2;
+  if (sharing && std::string(shared_arm) == to_string(arm)) seen = {others, taken};
+  if (op[0] == '\0' && !sharing) return device;
+  return std::make_unique<FaultDevice>(std::move(device), op, at, seen);
+}
+
+std::unique_ptr<Collectives> mpi_rank_fault_collectives(Collectives& comm, int rank) {
+  const std::string& spec = settings().mpi_rank_fault;
+  int r = -1, at = 0;
+  char kind[16] = {};
+  if (spec.empty() || std::sscanf(spec.c_str(), "%d:%15[^:]:%d", &r, kind, &at) != 3 || r != rank ||
+      at < 1) {
+    return nullptr;
+  }
+  return std::make_unique<FaultCollectives>(comm, kind, at);
 }
 
 bool ranks_share_device() { return settings().share_device; }

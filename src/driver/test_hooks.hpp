@@ -4,35 +4,58 @@
 // never sets them. The environment is read once per process, at the first call; nothing else
 // in the driver calls getenv for them.
 //
-//   ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|ignore_sigint|exit|garbage|noresult|perturb>
-//   ZOB_TEST_RANK_FAULT=<arm>:<rank>:<segv|exit|hang>[:<n>]
-//   ZOB_TEST_MPI_RANK_FAULT=<rank>:<throw|hang>
+//   ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|ignore_sigint|exit|garbage|noresult|perturb|
+//                               memlock_taken>
+//   ZOB_TEST_RANK_FAULT=<arm>:<rank>:<segv|kill|exit|hang>[:<n>]
+//   ZOB_TEST_MPI_RANK_FAULT=<rank>:<throw|hang>  or  <rank>:<throw|segv|kill|exit|hang>:<n>
 //   ZOB_TEST_SHARE_DEVICE=1
+//   ZOB_TEST_DEVICE_FAULT=<arm>:<operation>:<n>
+//   ZOB_TEST_DEVICE_SHARED=<arm>:<other processes>[:<free bytes taken>]
+//
+// Backend-only test hooks, read by their backend (each documented in docs/faults.md):
+//   ZOB_TEST_CUDA_FAULT=<call>:<n>[:<error>]   src/backends/cuda (cuda_test_fault.hpp)
 #pragma once
 #include <memory>
 #include <string>
 
 #include "zob/collectives.hpp"
+#include "zob/device.hpp"
 #include "zob/result.hpp"
 
 namespace zob::test_hooks {
 
 // ZOB_TEST_CHILD_FAULT for `arm`'s child: it fails in that way before doing any work (the
 // kinds above); "perturb": it runs, then perturb_result() changes its first timed loss, as if
-// that arm had computed something different. Applied at the child's entry; returns only where
-// the kind lets the child go on. fd: the result pipe ("garbage" writes half a document there).
+// that arm had computed something different; "memlock_taken": it runs with RLIMIT_MEMLOCK
+// lowered to 1 MiB, as if the lockable memory the pre-flight saw was gone by the time it locks.
+// Applied at the child's entry; returns only where the kind lets the child go on. fd: the result
+// pipe ("garbage" writes half a document there).
 void apply_child_fault(Arm arm, int fd);
 // perturb: 1 ulp added to the loss of the first timed step of an ok result.
 void perturb_result(ArmResult& result);
 
 // ZOB_TEST_RANK_FAULT for rank `rank` of `arm` (fork launcher): `host` wrapped so that the
-// rank fails in that way at its n-th collective call (default 5: inside the first step's
-// forward); nullptr when the variable does not name this rank of this arm.
+// rank fails in that way at its n-th collective call (default 5: in the set-up's collectives;
+// the tiny e2e model's first step starts about the 20th); nullptr when the variable does not
+// name this rank of this arm.
 std::unique_ptr<Collectives> rank_fault_collectives(Collectives& host, Arm arm, int rank);
 
 // ZOB_TEST_MPI_RANK_FAULT: rank `rank` of --launcher mpi throws, or stops answering, just
-// before its arm starts; returns at once for every other rank.
+// before its arm starts; returns at once for every other rank (and when the spec has an <n>).
 void apply_mpi_rank_fault(int rank);
+// ZOB_TEST_MPI_RANK_FAULT with an <n>: `comm` wrapped so that rank `rank` fails that way at its
+// n-th collective call, inside a step, while its peers wait for it in that collective;
+// nullptr for every other rank, and without an <n>.
+std::unique_ptr<Collectives> mpi_rank_fault_collectives(Collectives& comm, int rank);
+
+// ZOB_TEST_DEVICE_FAULT for `arm`'s child (every rank of it): `device` wrapped so that the
+// n-th call of that Device operation (e.g. embedding_backward: once per step, so n is the
+// step) fails as a lost device, and every device operation after it too (fault_device.hpp);
+// ZOB_TEST_DEVICE_SHARED: every arm's device reports a free memory (64 GiB where the device
+// cannot tell), the named arm's this many other processes on the device and that much of the
+// free memory taken, as another run on the GPU would show. `device` itself when neither
+// variable applies.
+std::unique_ptr<Device> fault_device(std::unique_ptr<Device> device, Arm arm);
 
 // ZOB_TEST_SHARE_DEVICE=1: every rank of --gpus N on device --device-index, so the multi-rank
 // path of an accelerator runs on a one-GPU machine (the results count, the timings do not).

@@ -159,12 +159,20 @@ void HostBuffer::map_pages(ThreadPool* first_touch) {
 void HostBuffer::lock_and_register() {
   if (lock_range(data_, mapped_bytes_) != 0) {
     const int err = errno;
+    const std::string limit = memlock_limit();
+    // Under an unlimited RLIMIT_MEMLOCK the lock failed for want of lockable memory (other
+    // processes locked it since the pre-flight, or a memory cgroup's limit): raising the
+    // limit would not help.
+    const std::string fix = limit == "unlimited"
+                                ? "free memory (other processes may hold it locked) or run "
+                                  "only --arms pageable,hostalloc"
+                                : "raise it with ulimit -l unlimited or run as a user with "
+                                  "CAP_IPC_LOCK";
     throw DeviceError(DeviceErrorKind::lock_refused,
-                      fmt::format("{}: mlock of {} ({} bytes) refused: {} (RLIMIT_MEMLOCK {}); "
-                                  "raise it with ulimit -l unlimited or run as a user with "
-                                  "CAP_IPC_LOCK",
+                      fmt::format("{}: mlock of {} ({} bytes) refused: {} (RLIMIT_MEMLOCK {}, "
+                                  "{} bytes locked by this process already); {}",
                                   name_, human(mapped_bytes_), mapped_bytes_, std::strerror(err),
-                                  memlock_limit()));
+                                  limit, g_locked.load(), fix));
   }
   locked_ = true;
   add(g_locked, g_peak_locked, mapped_bytes_);

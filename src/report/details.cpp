@@ -57,6 +57,8 @@ ArmResult combine_rounds(const std::vector<const ArmResult*>& runs) {
       if (out.ok) {
         out.ok = false;
         out.error = fmt::format("round {}: {}", k + 1, r.error);
+        out.failed_step = r.failed_step;
+        out.failed_phase = r.failed_phase;
       }
       continue;
     }
@@ -122,9 +124,51 @@ std::vector<std::string> spread_warnings(const RunResult& run) {
   return out;
 }
 
+std::string shared_device(const RunResult& run) {
+  struct Ran {
+    const ArmResult* arm;
+    std::string name;  // "arm registered", with rounds "arm registered (round 2)"
+  };
+  std::vector<Ran> all;  // every arm run, in the order they ran
+  if (run.rounds.empty()) {
+    for (const auto& a : run.arms) all.push_back({&a, fmt::format("arm {}", to_string(a.arm))});
+  }
+  for (std::size_t k = 0; k < run.rounds.size(); ++k) {
+    for (const auto& a : run.rounds[k]) {
+      all.push_back({&a, run.rounds.size() == 1
+                             ? fmt::format("arm {}", to_string(a.arm))
+                             : fmt::format("arm {} (round {})", to_string(a.arm), k + 1)});
+    }
+  }
+  const Ran* first = nullptr;
+  const std::uint64_t drop = std::max(kSharedFreeDrop, run.device_info.total_memory_bytes / 50);
+  for (const Ran& r : all) {
+    const ArmResult& a = *r.arm;
+    if (a.device_other_processes > 0) {
+      return fmt::format("{} other process{} on the device during {}", a.device_other_processes,
+                         a.device_other_processes == 1 ? "" : "es", r.name);
+    }
+    if (a.device_free_bytes == 0) continue;
+    if (first == nullptr) {
+      first = &r;
+    } else if (first->arm->device_free_bytes > a.device_free_bytes + drop) {
+      return fmt::format("its free memory fell by {:.1f} GiB between the start of {} and of {}",
+                         static_cast<double>(first->arm->device_free_bytes - a.device_free_bytes) /
+                             static_cast<double>(std::uint64_t{1} << 30),
+                         first->name, r.name);
+    }
+  }
+  return "";
+}
+
 std::vector<std::string> run_warnings(const RunResult& run) {
   std::vector<std::string> out = spread_warnings(run);
   if (std::string w = not_applicable_warning(run); !w.empty()) out.push_back(std::move(w));
+  if (const std::string s = shared_device(run); !s.empty()) {
+    out.push_back("another process used the device during the run (" + s +
+                  "): the arms' times include its work, so no verdict is conclusive; run again "
+                  "with the device to itself");
+  }
   return out;
 }
 

@@ -36,8 +36,16 @@ Summary step_summary(const ArmResult& arm);
 // of its median. Printed on stderr and listed in DRIVERRESULT's "warnings".
 std::vector<std::string> spread_warnings(const RunResult& run);
 
-// spread_warnings, then the CPU device's "registration does not apply" (verdict.hpp): what
-// stderr shows as "warning:" lines and DRIVERRESULT lists in "warnings".
+// Another process on the device while the arms ran, "" when none was seen: the arms' children
+// report Device::occupancy; a device that lists other processes (NVML on CUDA) is believed,
+// else a fall of its free memory from the first arm's start to a later arm's start by more
+// than kSharedFreeDrop (or 2 % of the device's memory, the larger). Then the arms' times
+// include the other process's work: the verdict is never conclusive, and a warning says why.
+inline constexpr std::uint64_t kSharedFreeDrop = std::uint64_t{1} << 30;
+std::string shared_device(const RunResult& run);
+
+// spread_warnings, then the CPU device's "registration does not apply" (verdict.hpp) and a
+// shared device: what stderr shows as "warning:" lines and DRIVERRESULT lists in "warnings".
 std::vector<std::string> run_warnings(const RunResult& run);
 
 // First difference between rounds of one arm (losses of every step, then the checksum); ""

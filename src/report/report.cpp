@@ -30,7 +30,13 @@ namespace {
 nlohmann::ordered_json arm_json(const RunResult& run, const ArmResult& r) {
   nlohmann::ordered_json j = arm_object<nlohmann::ordered_json>(r, ArmDocument::driver_result);
   add_arm_details(j, run, r);
-  if (!r.ok) j["error"] = r.error;
+  if (!r.ok) {
+    j["error"] = r.error;
+    // Where in the steps it failed; null when it failed outside them (setup, a crash).
+    j["failed_step"] = r.failed_step > 0 ? nlohmann::ordered_json(r.failed_step) : nullptr;
+    j["failed_phase"] = r.failed_phase.empty() ? nlohmann::ordered_json(nullptr)
+                                               : nlohmann::ordered_json(r.failed_phase);
+  }
   if (run.config.compat == Compat::v1) return j;
   // v2's arm objects open with pin_memory and register (null where nothing is pinned).
   const bool pinned = r.arm != Arm::pageable;

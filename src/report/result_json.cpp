@@ -180,7 +180,13 @@ Json arm_object(const ArmResult& r, ArmDocument doc) {
   if (!pipe) j["params"] = r.params;
   j["arm"] = to_string(r.arm);
   j["ok"] = r.ok;
-  if (pipe) j["error"] = r.error;
+  if (pipe) {
+    j["error"] = r.error;
+    j["failed_step"] = r.failed_step;
+    j["failed_phase"] = r.failed_phase;
+    j["device_other_processes"] = r.device_other_processes;
+    j["device_free_bytes"] = r.device_free_bytes;
+  }
   j["pid"] = r.pid;
   j["loop"] = r.loop;
   if (pipe) {
@@ -232,6 +238,10 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.arm = parse_arm(j.at("arm").get<std::string>());
   r.ok = j.at("ok").get<bool>();
   r.error = j.at("error").get<std::string>();
+  r.failed_step = j.at("failed_step").get<int>();
+  r.failed_phase = j.at("failed_phase").get<std::string>();
+  r.device_other_processes = j.at("device_other_processes").get<int>();
+  r.device_free_bytes = j.at("device_free_bytes").get<std::uint64_t>();
   r.device = j.at("device").get<std::string>();
   r.model = j.at("model").get<std::string>();
   r.params = integer<std::int64_t>(j.at("params"));

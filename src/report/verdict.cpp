@@ -58,8 +58,15 @@ std::string coverage_text(const Verdict& v) {
   return fmt::format(", {:.0f} % coverage", *v.confidence * 100);
 }
 
-std::string sentence(const RunConfig& c, const Verdict& v, double slow_avg) {
+std::string sentence(const RunConfig& c, const Verdict& v, double slow_avg,
+                     const std::string& shared) {
   const std::string change = change_of(c, v.slow, v.fast);
+  if (v.applicable && !shared.empty()) {
+    return fmt::format(
+        "inconclusive: {} measured {:.2f}x while another process used the device ({}); run "
+        "again with the device to itself",
+        change, v.median ? *v.median : v.ratio, shared);
+  }
   if (!v.applicable) {
     return fmt::format(
         "not applicable on the CPU device: no registration exists there, so the {:.2f}x between "
@@ -110,13 +117,14 @@ std::optional<Verdict> compare_pair(const RunResult& run, Arm slow, Arm fast) {
     v.low = m.low;
     v.high = m.high;
     v.confidence = m.confidence;
-    v.conclusive = v.applicable && (m.low > 1.0 || m.high < 1.0);
+    // Never over another process's work: its share of the device is in both arms' times.
+    v.conclusive = v.applicable && shared_device(run).empty() && (m.low > 1.0 || m.high < 1.0);
     const MedianInterval ms = median_interval(saved);
     v.saved_median = ms.median;
     v.saved_low = ms.low;
     v.saved_high = ms.high;
   }
-  v.text = sentence(run.config, v, s->step_avg_s);
+  v.text = sentence(run.config, v, s->step_avg_s, shared_device(run));
   return v;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include "zob/model.hpp"
@@ -27,6 +28,18 @@ ArmResult workload_result(const RunConfig& config, Arm arm, const DeviceInfo& de
   r.schedule = to_string(config.schedule);
   r.registration = "none";
   return r;
+}
+
+namespace {
+// One arm per process (the driver's children), so one slot per process.
+std::optional<StepFailurePoint> g_failure_point;
+}  // namespace
+
+std::optional<StepFailurePoint> step_failure_point() { return g_failure_point; }
+
+std::string describe(const StepFailurePoint& at) {
+  return fmt::format("step {} of {} ({}), phase {}", at.step, at.steps,
+                     at.timed ? "timed" : "warmup", to_string(at.phase));
 }
 
 namespace step_detail {
@@ -60,12 +73,18 @@ ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device&
 }
 
 void run_timed_steps(ArmResult& r, const RunConfig& config, const std::string& label,
-                     const std::function<StepSample(int)>& run_step) {
+                     const Phase& phase, const std::function<StepSample(int)>& run_step) {
   const int total_steps = config.warmup + config.steps;
   double sum = 0, best = 0;
   for (int i = 0; i < total_steps; ++i) {
-    StepSample s = run_step(i + 1);
     const bool timed = i >= config.warmup;
+    StepSample s;
+    try {
+      s = run_step(i + 1);
+    } catch (...) {
+      g_failure_point = StepFailurePoint{i + 1, total_steps, timed, phase};
+      throw;
+    }
     std::fprintf(stderr, "[%s] step %d/%d (%s): %.4f s  loss %.3e\n", label.c_str(), i + 1,
                  total_steps, timed ? "timed" : "warmup", s.wall_s, static_cast<double>(s.loss));
     if (timed) {

@@ -4,12 +4,14 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 
 #include "zob/config.hpp"
 #include "zob/device.hpp"
 #include "zob/host_memory.hpp"
+#include "zob/phase.hpp"
 #include "zob/result.hpp"
 
 namespace zob::step_detail {
@@ -28,11 +30,33 @@ struct ArmSetup {
 ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device& device,
                                  const ArmSetup& setup);
 
+// The phase a runner's host is in, for the step failure point: sets `slot` for its scope and
+// puts the outer phase back when the scope ends normally. When an exception leaves the scope
+// the slot keeps the inner phase, so the step loop's catch still sees where it was thrown.
+class PhaseScope {
+ public:
+  PhaseScope(Phase& slot, Phase phase)
+      : slot_(slot), outer_(slot), uncaught_(std::uncaught_exceptions()) {
+    slot_ = phase;
+  }
+  ~PhaseScope() {
+    if (std::uncaught_exceptions() == uncaught_) slot_ = outer_;
+  }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Phase& slot_;
+  Phase outer_;
+  int uncaught_;
+};
+
 // Runs warmup + steps steps through run_step (its argument: the Adam step number, from 1),
 // printing "[<label>] step i/n (...)" on stderr after each; appends every sample to r and
-// sets step_avg_s and step_min_s from the timed ones.
+// sets step_avg_s and step_min_s from the timed ones. When a step throws, the step and
+// `phase` (the runner's current phase) become step_failure_point() and the exception goes on.
 void run_timed_steps(ArmResult& r, const RunConfig& config, const std::string& label,
-                     const std::function<StepSample(int)>& run_step);
+                     const Phase& phase, const std::function<StepSample(int)>& run_step);
 
 // gpu_peak_gb, param_checksum of the final fp32 master (count elements) and ok.
 void finish_arm_result(ArmResult& r, const Device& device, const float* master, std::int64_t count);

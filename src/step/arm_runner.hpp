@@ -57,6 +57,8 @@ class ArmRunner {
   const HostBuffer& master_buffer() const { return master_; }
   const ThreadPlacement& placement() const { return placement_; }
   StepLinkTimes link_times() const { return link_; }  // the last step's, for the bound
+  // What the host is doing in the step now (the step failure point's phase).
+  const Phase& current_phase() const { return phase_; }
   double probe_gb_per_s() const { return probe_gb_s_; }
 
  private:
@@ -122,6 +124,7 @@ class ArmRunner {
   ThreadPlacement placement_;
   std::unique_ptr<OverlapSchedule> overlap_;  // --schedule overlap
   StepLinkTimes link_;
+  Phase phase_ = Phase::forward;  // set through PhaseScope
   double probe_gb_s_ = 0;
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;

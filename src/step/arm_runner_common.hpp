@@ -92,7 +92,7 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
   r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
 
   std::vector<StepLinkTimes> links;
-  run_timed_steps(r, config, to_string(arm), [&](int t) {
+  run_timed_steps(r, config, to_string(arm), runner.current_phase(), [&](int t) {
     StepSample s = runner.run_step(t);
     if (t > config.warmup) links.push_back(runner.link_times());
     return s;

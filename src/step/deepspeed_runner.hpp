@@ -89,6 +89,8 @@ class DeepSpeedRunner {
   const HostBuffer& master_buffer() const { return grads_; }
   const ThreadPlacement& placement() const { return placement_; }
   StepLinkTimes link_times() const { return link_; }
+  // What the host is doing in the step now (the step failure point's phase).
+  const Phase& current_phase() const { return phase_; }
   double probe_gb_per_s() const { return probe_gb_s_; }
 
  private:
@@ -169,6 +171,7 @@ class DeepSpeedRunner {
   HostTimes host_;
   float loss_host_ = 0, norm_host_ = 0;
   StepLinkTimes link_;
+  Phase phase_ = Phase::forward;  // set through PhaseScope
   double probe_gb_s_ = 0;
   DrainQueuesOnExit drain_{dev_};  // last: destroyed first
 };

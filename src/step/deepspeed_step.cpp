@@ -184,6 +184,7 @@ void DeepSpeedRunner::copy(TimedCopies& c, Queue q, const char* track, const std
 
 // One all-gather handle: a copy per tensor from the pinned bf16 buffer, on the fetch stream.
 void DeepSpeedRunner::fetch(const std::vector<int>& ids) {
+  PhaseScope in(phase_, sharded() ? Phase::all_gather : Phase::param_fetch);
   if (sharded()) {
     if (!ids.empty()) gather_handle(ids, Queue::h2d, "fetch:");
     return;
@@ -218,6 +219,7 @@ std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
 }
 
 void DeepSpeedRunner::forward() {
+  phase_ = Phase::forward;
   const auto tf = Clock::now();
   std::size_t v = 0;
   while (v < plan_.visits.size() && plan_.visits[v].forward) {
@@ -232,6 +234,7 @@ void DeepSpeedRunner::forward() {
 }
 
 void DeepSpeedRunner::backward() {
+  phase_ = Phase::backward;
   const auto tb = Clock::now();
   const std::int64_t M = modules();
   std::size_t v = 0;
@@ -250,6 +253,7 @@ void DeepSpeedRunner::backward() {
   // the reduce stream.
   while (next_flush_ < plan_.flushes.size()) flush(plan_.flushes[next_flush_++]);
   host_.backward = seconds_between(tb, Clock::now());
+  phase_ = Phase::grad_offload;  // the host waits for the reduce stream
   const auto tw = Clock::now();
   if (!reduce_events_.empty()) dev_.event_synchronize(*reduce_events_.back());
   host_.grad_wait = seconds_between(tw, Clock::now());
@@ -270,6 +274,7 @@ void DeepSpeedRunner::gradient_hooks(std::int64_t module) {
 
 // __reduce_and_partition_ipg_grads + partition_grads for one bucket, on the reduce stream.
 void DeepSpeedRunner::flush(const DsFlush& f) {
+  PhaseScope in(phase_, sharded() ? Phase::reduce_scatter : Phase::grad_offload);
   const auto t0 = Clock::now();
   if (reduce_events_.size() > static_cast<std::size_t>(knobs_.max_reduce_events)) {
     dev_.event_synchronize(*reduce_events_.front());
@@ -314,6 +319,7 @@ void DeepSpeedRunner::flush_tensor_copies(int id, const bf16* grad_bf16, const f
 // its checks): a float64 scalar read, two 4 B writes from pageable memory, two 4 B reads (one
 // of them here the loss), each followed by a host synchronisation of the compute stream.
 void DeepSpeedRunner::read_norm() {
+  phase_ = Phase::grad_norm;
   const auto t0 = Clock::now();
   const auto sync = [&] {
     dev_.record(*norm_read_, Queue::compute);
@@ -338,12 +344,15 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
   for (std::size_t gi = 0; gi < sub_groups_.size(); ++gi) {
     const SubGroup& sg = sub_groups_[gi];
     const std::int64_t n = sg.end - sg.begin;
+    phase_ = Phase::grad_scale;
     const auto ts = Clock::now();
     scale_host(grads_.as<float>() + sg.begin, n, 1.0f, *pool_);  // 1 / loss_scale, bf16: 1
+    phase_ = Phase::adam;
     const auto ta = Clock::now();
     adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
               exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, n, t, hyper,
               *pool_);
+    phase_ = offload() ? Phase::host_cast : Phase::copy_back;
     const auto tc = Clock::now();
     if (offload()) {
       cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, n,
@@ -369,6 +378,7 @@ void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
 // one copy each on the compute stream, then the host synchronises it.
 void DeepSpeedRunner::gather_persistent() {
   if (plan_.persistent.empty() || (!offload() && !sharded())) return;
+  phase_ = sharded() ? Phase::all_gather : Phase::param_fetch;
   const auto t0 = Clock::now();
   if (sharded()) {  // _allgather_params_coalesced: one all-gather per tensor, one wait
     gather_persistent_ranks();

@@ -67,7 +67,7 @@ ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device&
 
   std::vector<StepLinkTimes> links;
   run_timed_steps(r, config, fmt::format("{} rank {}/{}", to_string(arm), comm.rank(), comm.size()),
-                  [&](int t) {
+                  runner.current_phase(), [&](int t) {
                     try {
                       StepSample s = runner.run_step(t);
                       if (t > config.warmup) links.push_back(runner.link_times());
@@ -76,9 +76,10 @@ ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device&
                       abort_device_comm(comm, data, e.what());
                       throw;
                     } catch (const std::exception& e) {
-                      abort_both(
-                          comm, data,
-                          fmt::format("rank {} failed in step {}: {}", comm.rank(), t, e.what()));
+                      // The peers learn where: the step and what this rank was doing.
+                      abort_both(comm, data,
+                                 fmt::format("rank {} failed in step {}, phase {}: {}", comm.rank(),
+                                             t, to_string(runner.current_phase()), e.what()));
                       throw;
                     }
                   });

@@ -194,6 +194,7 @@ const bf16* ArmRunner::shared_weights(std::int64_t module) const {
 // all-gather of every rank's shard (N > 1), the shared table's gathered after the module's.
 // The slot is overwritten only after the compute that last read it has finished.
 void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
+  PhaseScope in(phase_, Phase::param_fetch);
   const auto t0 = Clock::now();
   const std::int64_t f = fetches_++;
   const int slot = static_cast<int>(f % 2);
@@ -230,6 +231,7 @@ void ArmRunner::issue_fetch(std::int64_t module, StepSample& s) {
 // The all-gathers of a fetch: the module's shards into the slot, then each shared tensor's
 // owner's shards right after it (shard: this rank's, staged or resident, in the same order).
 void ArmRunner::gather_module(std::int64_t module, const bf16* shard, bf16* dst) {
+  PhaseScope in(phase_, Phase::all_gather);
   data_->enqueue_all_gather(dev_, Queue::h2d, shard, dst,
                             static_cast<std::size_t>(own(module).count) * 2);
   const bf16* next = shard + own(module).count;
@@ -248,11 +250,13 @@ void ArmRunner::gather_module(std::int64_t module, const bf16* shard, bf16* dst)
 // rank's shard of the rank sum) and its copy to the host go out on the d2h queue while
 // compute carries on with the rest of backward.
 void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
+  PhaseScope in(phase_, Phase::grad_offload);
   const ModuleSlice& part = own(j);
   dev_.record(grad_ready_[j], Queue::compute);
   dev_.queue_wait(Queue::d2h, grad_ready_[j]);
   dev_.record(d2h_start_[j], Queue::d2h);
   if (sharded()) {
+    PhaseScope scatter(phase_, Phase::reduce_scatter);
     data_->enqueue_reduce_scatter(dev_, Queue::d2h, g, ElemType::bf16, g32,
                                   static_cast<std::size_t>(part.count));
   } else {
@@ -311,6 +315,7 @@ StepSample ArmRunner::run_step(int t) {
 // Forward, module by module; a fetched module is waited for and the next one prefetched.
 // Returns the host time.
 double ArmRunner::forward(StepSample& s) {
+  phase_ = Phase::forward;
   const std::int64_t M = modules();
   const auto tf = Clock::now();
   if (fetching()) issue_fetch(0, s);
@@ -330,6 +335,7 @@ double ArmRunner::forward(StepSample& s) {
 // Backward, head first; each module's gradients stream out (offload_grads) while the rest
 // of backward runs, through two gradient slots. Returns the host time.
 double ArmRunner::backward(StepSample& s) {
+  phase_ = Phase::backward;
   const std::int64_t M = modules();
   const auto tb = Clock::now();
   for (std::int64_t j = M - 1; j >= 0; --j) {
@@ -359,6 +365,7 @@ double ArmRunner::backward(StepSample& s) {
 
 // --schedule overlap: Adam per piece as its gradients land, overlapped with the copy-back.
 void ArmRunner::optimizer_overlap(int t, Clock::time_point t0, StepSample& s, StepTimes& times) {
+  phase_ = Phase::adam_cast;  // fused with the cast, with the copy-back of the pieces done
   const OverlapTimes o = overlap_->run(t, t0, s);
   times.grad_wait = o.grad_wait_s;
   times.adam = o.adam_s;
@@ -371,6 +378,7 @@ void ArmRunner::optimizer_overlap(int t, Clock::time_point t0, StepSample& s, St
 // --schedule stock: wait for every gradient, then per sub-group CPU Adam fused with the cast to
 // bf16 and, in the copy-back loop, that sub-group's copy back to the device.
 void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, StepTimes& times) {
+  phase_ = Phase::grad_offload;  // the host waits for the last gradients
   const auto tw = Clock::now();
   // The loss, long computed by now, is read with the wait.
   dev_.copy_to_host(Queue::compute, &loss_host_, math_.loss(), sizeof(float));
@@ -381,6 +389,7 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
     const SubGroup& sg = sub_groups_[gi];
     const std::int64_t len = sg.end - sg.begin;
     const std::string tag = fmt::format("[{}]", gi);
+    phase_ = Phase::adam_cast;
     const auto ta = Clock::now();
     // Adam fused with the cast into the pinned bf16 parameters: one pass, no separate cast.
     adam_step_cast(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
@@ -390,6 +399,7 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
     times.adam += a;
     s.spans.push_back({"cpu_adam", to_string(Phase::adam_cast) + tag, seconds_between(t0, ta), a});
     if (!offload()) {
+      phase_ = Phase::copy_back;
       const auto tc = Clock::now();
       copy_back(sg);
       times.copy_back += seconds_since(tc);

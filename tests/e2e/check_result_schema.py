@@ -62,6 +62,10 @@ def main():
     # A failed arm (error key, nulls) and the offload_param loop's phases.
     failed = driver_result(binary, ["--arms", "registered,unregistered"],
                            {"ZOB_TEST_CHILD_FAULT": "registered:exit"}, expect_rc=1)
+    # A device lost in the middle of the steps: failed_step and failed_phase.
+    mid_run = driver_result(binary, ["--arms", "registered,unregistered"],
+                            {"ZOB_TEST_DEVICE_FAULT": "registered:embedding_forward:2"},
+                            expect_rc=1)
     offload = driver_result(binary, ["--offload-param", "--arms", "pageable,hostalloc"])
     # stock and overlap fuse Adam with the host cast: the adam_cast phase, both bounds.
     fused = driver_result(binary, ["--offload-param", "--schedule", "overlap", "--arms",
@@ -81,6 +85,7 @@ def main():
         sys.exit("FAIL: --model: workload.architecture does not describe the decoder")
 
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
+                    ("mid-run fault", mid_run),
                     ("--offload-param", offload), ("overlap --offload-param", fused),
                     ("--compat v2", v2), ("--gpus 2", ranked),
                     ("--gpus 2, rank 1 died", ranked_failed), ("--model", decoder)]:
@@ -113,7 +118,12 @@ def main():
     bad_arch = copy.deepcopy(decoder)
     bad_arch["workload"]["architecture"]["model_type"] = "gpt2"
     must_fail(validator, bad_arch, "an architecture of an unknown model_type")
-    print("ok: 8 documents valid against", schema_path)
+    if mid_run["registered"]["failed_step"] != 2 or failed["registered"]["failed_step"] is not None:
+        sys.exit("FAIL: failed_step is not the step of a mid-run fault, or not null outside one")
+    bad_phase = copy.deepcopy(mid_run)
+    bad_phase["registered"]["failed_phase"] = "setup"
+    must_fail(validator, bad_phase, "a failed_phase that is no phase")
+    print("ok: 9 documents valid against", schema_path)
 
 
 if __name__ == "__main__":

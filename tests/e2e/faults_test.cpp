@@ -18,6 +18,7 @@
 #include <regex>
 
 #include "e2e_support.hpp"
+#include "fault_support.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ZOB_E2E_SANITIZED 1
@@ -31,28 +32,8 @@ namespace {
 
 using namespace zob_e2e;
 
-// The error line the parent prints for `arm`, or "" (and a failure) when there is none or more.
-std::string arm_error_line(const Result& r, const std::string& arm) {
-  std::string found;
-  int count = 0;
-  for (const auto& line : lines_of(r.err)) {
-    if (line.rfind("zero3-offload-bench: error: arm " + arm + ": ", 0) == 0) {
-      found = line;
-      ++count;
-    }
-  }
-  EXPECT_EQ(count, 1) << "error lines for arm " << arm << " in:\n" << r.err;
-  return found;
-}
-
 bool help_mentions(const std::string& flag) {
   return run_bench({"--help"}).out.find(flag) != std::string::npos;
-}
-
-std::string temp_path(const std::string& tag) {
-  return (std::filesystem::temp_directory_path() /
-          ("zob-e2e-" + tag + "-" + std::to_string(::getpid())))
-      .string();
 }
 
 std::uint64_t page_rounded(std::uint64_t bytes) {
@@ -62,11 +43,12 @@ std::uint64_t page_rounded(std::uint64_t bytes) {
 
 // ------------------------------------------------------------------ mlock refused
 
-// In the forked test process: RLIMIT_MEMLOCK 1 MiB and no CAP_IPC_LOCK, also not after exec
-// (root regains every capability of the bounding set on exec, so it is dropped there too).
-int limit_locking() {
-  const rlimit one_mib{1 << 20, 1 << 20};
-  if (::setrlimit(RLIMIT_MEMLOCK, &one_mib) != 0) return 90;
+// In the forked test process: RLIMIT_MEMLOCK `bytes` (1 MiB) and no CAP_IPC_LOCK, also not
+// after exec (root regains every capability of the bounding set on exec, so it is dropped
+// there too).
+int limit_locking(rlim_t bytes = 1 << 20) {
+  const rlimit limit{bytes, bytes};
+  if (::setrlimit(RLIMIT_MEMLOCK, &limit) != 0) return 90;
   if (::prctl(PR_CAPBSET_READ, CAP_IPC_LOCK) == 1 && ::prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK) != 0) {
     return 91;
   }
@@ -97,7 +79,7 @@ TEST(ResourceFault, MlockRefusedFailsTheLockingArmsAndThePageableArmIsReported) 
   if (has_skip) {
     // The pre-flight knows the limit and refuses before anything starts.
     RunOptions o;
-    o.before_exec = limit_locking;
+    o.before_exec = [] { return limit_locking(); };
     const Result refused = run_bench_with(lock_model({}), o);
     expect_no_leftovers();
     ASSERT_LT(refused.rc, 90) << "could not set up the limits: rc " << refused.rc;
@@ -111,7 +93,7 @@ TEST(ResourceFault, MlockRefusedFailsTheLockingArmsAndThePageableArmIsReported) 
   long long parent_locked = 0, pageable_locked = 0;
   bool saw_pageable = false;
   RunOptions o;
-  o.before_exec = limit_locking;
+  o.before_exec = [] { return limit_locking(); };
   o.watch = [&](pid_t parent) {
     parent_locked = std::max(parent_locked, status_kib_field(parent, "VmLck"));
     if (const pid_t c = arm_child(parent, "pageable"); c != 0) {
@@ -149,6 +131,44 @@ TEST(ResourceFault, MlockRefusedFailsTheLockingArmsAndThePageableArmIsReported) 
   EXPECT_EQ(parent_locked, 0);
   EXPECT_EQ(pageable_locked, 0);
   (void)saw_pageable;  // the pageable arm may finish between two samples
+}
+
+TEST(ResourceFault, LockableMemoryGoneAfterThePreflightFailsThatArmWithTheLimit) {
+  // The pre-flight sees up to 32 MiB lockable (what the hard limit allows: 8 MiB is the usual
+  // default), enough for every arm's 6 MB; the registered arm's child then may lock only 1 MiB
+  // (ZOB_TEST_CHILD_FAULT memlock_taken), as when another process locked memory in between.
+  // That arm fails with the line, the others run, nothing stays locked.
+  long long parent_locked = 0;
+  RunOptions o;
+  o.env = {{"ZOB_TEST_CHILD_FAULT", "registered:memlock_taken"}};
+  o.before_exec = [] {
+    rlimit now{};
+    if (::getrlimit(RLIMIT_MEMLOCK, &now) != 0) return 94;
+    return limit_locking(std::min<rlim_t>(now.rlim_max, 32 << 20));
+  };
+  o.watch = [&](pid_t parent) {
+    parent_locked = std::max(parent_locked, status_kib_field(parent, "VmLck"));
+  };
+  const Result r = run_bench_with(lock_model({}), o);
+  expect_no_leftovers();
+  ASSERT_LT(r.rc, 90) << "could not set up the limits: rc " << r.rc;
+  EXPECT_EQ(r.rc, 1) << r.err;
+  const auto j = driver_result(r.out);
+  const auto master_bytes = page_rounded(j.at("workload").at("params").get<std::uint64_t>() * 4);
+  const std::string line = arm_error_line(r, "registered");
+  for (const std::string& part :
+       {std::string("mlock refused: fp32 master: mlock of"),
+        "(" + std::to_string(master_bytes) + " bytes)", std::string("RLIMIT_MEMLOCK"),
+        std::string("= 1048576 bytes"), std::string("locked by this process already"),
+        std::string("ulimit -l")}) {
+    EXPECT_NE(line.find(part), std::string::npos) << part << " missing from: " << line;
+  }
+  EXPECT_EQ(j.at("registered").at("ok"), false);
+  EXPECT_TRUE(j.at("registered").at("failed_step").is_null());  // in setup, not in a step
+  EXPECT_EQ(j.at("unregistered").at("ok"), true) << r.err;
+  EXPECT_GT(j.at("unregistered").at("locked_bytes").get<std::uint64_t>(), 0u);
+  EXPECT_EQ(j.at("pageable").at("ok"), true) << r.err;
+  EXPECT_EQ(parent_locked, 0);
 }
 
 // ------------------------------------------------------------------ host out of memory
@@ -202,53 +222,6 @@ TEST(ResourceFault, HostOutOfMemoryNamesTheBufferAndTheBytes) {
 // ------------------------------------------------------------------ Level Zero faults
 
 #ifdef ZOB_FAKE_ZE_DRIVER
-struct LeakLine {
-  int pid = 0;
-  std::map<std::string, long long> counts;
-};
-
-std::vector<LeakLine> leak_lines(const std::string& path) {
-  std::vector<LeakLine> out;
-  for (const auto& line : lines_of(read_text(path))) {
-    LeakLine l;
-    std::istringstream in(line);
-    for (std::string field; in >> field;) {
-      const auto eq = field.find('=');
-      if (eq == std::string::npos) continue;
-      const long long v = std::stoll(field.substr(eq + 1));
-      if (field.substr(0, eq) == "pid") l.pid = static_cast<int>(v);
-      else l.counts[field.substr(0, eq)] = v;
-    }
-    out.push_back(l);
-  }
-  return out;
-}
-
-// Each arm's child wrote its leak line at exit, and nothing was outstanding.
-void expect_driver_released_everything(const std::string& report, const nlohmann::json& j) {
-  const auto lines = leak_lines(report);
-  for (const char* arm : {"registered", "unregistered"}) {
-    const int pid = j.at(arm).at("pid");
-    bool found = false;
-    for (const auto& l : lines) {
-      if (l.pid != pid) continue;
-      found = true;
-      EXPECT_GE(l.counts.size(), 10u) << arm;
-      for (const auto& [what, n] : l.counts) {
-        EXPECT_EQ(n, 0) << arm << " (pid " << pid << ") left " << what << " outstanding";
-      }
-    }
-    EXPECT_TRUE(found) << "no leak line for arm " << arm << " (pid " << pid << ") in:\n"
-                       << read_text(report);
-  }
-}
-
-Env xpu_env(const std::string& report, Env extra) {
-  Env env{{"ZE_ENABLE_ALT_DRIVERS", ZOB_FAKE_ZE_DRIVER}, {"FAKE_ZE_LEAK_REPORT", report}};
-  env.insert(env.end(), extra.begin(), extra.end());
-  return env;
-}
-
 TEST(ResourceFault, RegistrationRefusedByTheDriverFailsOnlyTheRegisteredArm) {
   const std::string report = temp_path("leaks-import");
   std::filesystem::remove(report);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -220,6 +221,49 @@ TEST_F(MpiE2E, AFailedRankEndsTheJobWithItsReason) {
     EXPECT_NE(r.err.find("ending every rank (MPI_Abort)"), std::string::npos) << r.err;
     EXPECT_EQ(r.out.find("DRIVERRESULT="), std::string::npos) << r.out;
     EXPECT_LT(r.wall_s, 20) << kind;
+  }
+}
+
+// The processes whose command line holds `token` (a path unique to one test run).
+int processes_with(const std::string& token) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = read_text(entry.path() / "cmdline");
+    for (char& c : cmd) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmd.find(token) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+// A rank lost inside a collective of a step (issue 27): killed outright (SIGKILL, as kill -9
+// from outside), or failing there. Its peers are waiting for it in that collective, which MPI
+// cannot cancel: mpirun ends the job for a killed rank (OpenMPI's line: "process rank 1 with
+// PID ... exited on signal 9"), MPI_Abort for a failing one. Either way the job ends within
+// the test's limit, the rank is named, no rank prints a result, and no process of the run is
+// left.
+TEST_F(MpiE2E, ARankLostInsideACollectiveEndsTheJob) {
+  for (const auto& [kind, says] : std::vector<std::pair<std::string, std::string>>{
+           {"kill", "rank 1 with PID"}, {"throw", "rank 1 failed in step 1, phase "}}) {
+    const std::string token = ::testing::TempDir() + "zob_mpi_lost_" + kind + ".json";
+    std::vector<std::string> run = mpirun_prefix(2);
+    for (const std::string& a : {std::string("-x"), "ZOB_TEST_MPI_RANK_FAULT=1:" + kind + ":20",
+                                 std::string(ZOB_BINARY)}) {
+      run.push_back(a);
+    }
+    for (const auto& a :
+         tiny({"--launcher", "mpi", "--arms", "registered", "--timeout", "20", "--json", token})) {
+      run.push_back(a);
+    }
+    const Result r = run_program(run, 60);
+    EXPECT_NE(r.rc, 0) << kind << ": " << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << kind << ": " << r.err;
+    EXPECT_EQ(r.out.find("DRIVERRESULT="), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(token)) << "a partial result file was left: " << token;
+    EXPECT_EQ(processes_with(token), 0) << kind << ": a rank outlived the job";
   }
 }
 

@@ -171,6 +171,8 @@ TEST(RanksE2E, MoreRanksChangeTheResultOneRankIsThePlainRun) {
 struct Fault {
   std::string spec;
   std::string expect;
+  // The rank died without a word (a signal): its peers say where they were waiting for it.
+  bool peers_say_where = false;
 };
 class RankFault : public ::testing::TestWithParam<Fault> {};
 
@@ -194,6 +196,11 @@ TEST_P(RankFault, ArmFailsFastNamingTheRankAndLeavesNothing) {
   EXPECT_NE(error.find("rank 1 of 3"), std::string::npos) << error;
   EXPECT_NE(error.find(GetParam().expect), std::string::npos) << error;
   EXPECT_NE(r.err.find("arm unregistered: rank 1 of 3"), std::string::npos) << r.err;
+  if (GetParam().peers_say_where) {
+    EXPECT_NE(error.find("; rank 0 was then in step "), std::string::npos) << error;
+    EXPECT_GE(bad.at("failed_step").get<int>(), 1);
+    EXPECT_TRUE(bad.at("failed_phase").is_string());
+  }
   ASSERT_EQ(bad.at("ranks").size(), 3u);
   for (const auto& rk : bad.at("ranks")) {
     EXPECT_EQ(rk.at("ok"), false);
@@ -204,7 +211,10 @@ TEST_P(RankFault, ArmFailsFastNamingTheRankAndLeavesNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(E2E, RankFault,
+                         // segv:7 in the set-up's collectives; kill:20 in the first step's
+                         // all-gather, where the peers wait for the killed rank
                          ::testing::Values(Fault{"unregistered:1:segv:7", "SIGSEGV"},
+                                           Fault{"unregistered:1:kill:20", "SIGKILL", true},
                                            Fault{"unregistered:1:exit:3", "exited with code 7"},
                                            Fault{"unregistered:1:hang:9", "did not reach"}),
                          [](const ::testing::TestParamInfo<Fault>& info) {

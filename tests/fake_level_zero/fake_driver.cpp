@@ -19,12 +19,13 @@
 //                              their own list
 //   FAKE_ZE_SEED=N             the order in which a list completes its commands
 //   FAKE_ZE_TICKS_PER_COMMAND, FAKE_ZE_CLOCK_START, FAKE_ZE_COPY_DELAY_US,
-//   FAKE_ZE_HANG_SECONDS         see fake_queue.cpp
+//   FAKE_ZE_HANG_SECONDS, FAKE_ZE_LOSE_DEVICE_AT  see fake_queue.cpp
 //   FAKE_ZE_KERNELS=pocl|cpu     see fake_pocl.cpp
 //   FAKE_ZE_LEAK_REPORT=PATH     at exit, append one line of outstanding objects
 //                                (fake_hooks.cpp, as FAKE_ZE_FAULT_CMDLINE)
-//   FAKE_ZE_FAULT_CMDLINE=TEXT   IMPORT_FAIL and FAIL_ALLOC_AFTER act only in processes whose
-//                                command line (arguments joined by spaces) contains TEXT
+//   FAKE_ZE_FAULT_CMDLINE=TEXT   IMPORT_FAIL, FAIL_ALLOC_AFTER and LOSE_DEVICE_AT act only in
+//                                processes whose command line (arguments joined by spaces)
+//                                contains TEXT
 //   FAKE_ZE_DEVICE_NAME=TEXT     the device's name (up to 255 bytes, any bytes)
 #include <chrono>
 #include <cstdio>
@@ -335,8 +336,12 @@ ze_result_t ZE_APICALL MemFree(ze_context_handle_t c, void* p) {
     return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "zeMemFree of an unknown pointer");
   // Freeing what a queued command may still touch: kept allocated (the worker would write
   // freed memory), and the context is lost so the caller's next call fails.
+  // A lost context runs no command again (its workers drop them), so after a device loss
+  // everything may be freed, as a real driver allows: that is how a failed arm cleans up.
   auto* ctx = reinterpret_cast<Context*>(c);
-  if (auto race = race_check_free(it->first, it->second.size, ctx->host); !race.empty()) {
+  if (auto race = ctx->lost.empty() ? race_check_free(it->first, it->second.size, ctx->host)
+                                    : std::string();
+      !race.empty()) {
     lose_context(ctx, race);
     return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
   }

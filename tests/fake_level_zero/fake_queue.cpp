@@ -24,9 +24,10 @@
 // FAKE_ZE_COPY_DELAY_US=N (every copy sleeps N us before moving the bytes, so a host that
 // reads a result without waiting reads stale data), FAKE_ZE_HANG_SECONDS,
 // FAKE_ZE_COPY_ENGINES=2 (the copy-only group has two queues, so the backend gives
-// device-to-host copies their own list).
+// device-to-host copies their own list), FAKE_ZE_LOSE_DEVICE_AT=WHAT:N (loses_device_at).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -199,12 +200,36 @@ void worker(CommandList* cl) {
   }
 }
 
+// FAKE_ZE_LOSE_DEVICE_AT=WHAT:N, where the fault switches apply (FAKE_ZE_FAULT_CMDLINE):
+// the N-th append in this process of the kernel named WHAT (or of any copy, WHAT "copy")
+// loses the device, as a device that fails in the middle of a run: that append answers
+// ZE_RESULT_ERROR_DEVICE_LOST, and so does every later append and wait of the context. A
+// kernel the step launches once per step (embedding_forward, embedding_backward) makes N the
+// step. Caller holds g_mutex.
+bool loses_device_at(const std::string& what) {
+  static const std::string spec = [] {
+    const char* v = std::getenv("FAKE_ZE_LOSE_DEVICE_AT");
+    return v != nullptr && faults_apply() ? std::string(v) : std::string();
+  }();
+  static long long seen = 0;
+  if (spec.empty()) return false;
+  const std::size_t colon = spec.rfind(':');
+  const std::string name = spec.substr(0, colon);
+  const long long at = colon == std::string::npos ? 1 : std::atoll(spec.c_str() + colon + 1);
+  const bool match = name == "copy" ? what.rfind("copy of ", 0) == 0 : what == "kernel " + name;
+  return match && ++seen == at;
+}
+
 // Queues a command on `cl` (caller holds g_mutex): checks what can be checked now.
 ze_result_t enqueue(ze_command_list_handle_t h, Command c, std::uint32_t n,
                     ze_event_handle_t* waits) {
   if (h == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
   auto* cl = reinterpret_cast<CommandList*>(h);
   if (!cl->ctx->lost.empty()) return ZE_RESULT_ERROR_DEVICE_LOST;
+  if (loses_device_at(c.what)) {
+    lose(cl->ctx, "FAKE_ZE_LOSE_DEVICE_AT: the device was lost at the append of " + c.what);
+    return ZE_RESULT_ERROR_DEVICE_LOST;
+  }
   if (n > 0 && waits == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   for (std::uint32_t i = 0; i < n; ++i) {
     auto* e = reinterpret_cast<Event*>(waits[i]);

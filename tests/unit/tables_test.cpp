@@ -227,13 +227,19 @@ TEST(Schedules, EveryScheduleHasOneCase) {
 TEST(Phase, SchemaListsExactlyThePhases) {
   const auto schema =
       nlohmann::json::parse(read_file(std::string(ZOB_SOURCE_DIR) + "/docs/result-schema.json"));
-  std::vector<std::string> listed;
-  // Every "phases" object of the schema names its keys with the same enum.
+  std::vector<std::string> listed, failed_phases;
+  // Every "phases" object of the schema names its keys with the same enum; a failed arm's
+  // failed_phase is one of them (or null).
   std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& j) {
     if (j.is_object()) {
       for (const auto& [k, v] : j.items()) {
         if (k == "phases" && v.contains("propertyNames")) {
           listed = v.at("propertyNames").at("enum").get<std::vector<std::string>>();
+        }
+        if (k == "failed_phase" && v.contains("enum")) {
+          for (const auto& name : v.at("enum")) {
+            if (name.is_string()) failed_phases.push_back(name.get<std::string>());
+          }
         }
         walk(v);
       }
@@ -248,6 +254,7 @@ TEST(Phase, SchemaListsExactlyThePhases) {
     EXPECT_EQ(zob::parse_phase(zob::to_string(p)), p);
   }
   EXPECT_EQ(listed, names);
+  EXPECT_EQ(failed_phases, names);
   EXPECT_FALSE(zob::parse_phase("warp_drive").has_value());
 }
 

@@ -129,4 +129,40 @@ TEST(Verdict, TheCpuDeviceIsNotApplicableWhateverTheNumbers) {
   EXPECT_TRUE(zob::not_applicable_warning(run_of("cuda", fast, slow)).empty());
 }
 
+// Two runs on one GPU (issue 27): numbers that alone give a conclusive verdict do not once
+// an arm saw another process on the device, or the device's free memory fell between arms.
+TEST(Verdict, ASharedDeviceIsNeverConclusive) {
+  const double fast = uniform(0.2, 0.4);
+  const std::vector<double> slow = clearly_slower(fast);
+  ASSERT_TRUE(zob::verdicts(run_of("cuda", fast, slow))[0].conclusive);
+  zob::RunResult shared = run_of("cuda", fast, slow);
+  shared.rounds[2][1].device_other_processes = 1;
+  auto v = zob::verdicts(shared);
+  EXPECT_FALSE(v[0].conclusive);
+  EXPECT_EQ(v[0].text.rfind("inconclusive: Registering the offload buffers measured ", 0), 0u)
+      << v[0].text;
+  EXPECT_NE(v[0].text.find("(1 other process on the device during arm unregistered (round 3))"),
+            std::string::npos)
+      << v[0].text;
+  const auto warnings = zob::run_warnings(shared);
+  EXPECT_TRUE(std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.rfind("another process used the device during the run", 0) == 0;
+  }));
+
+  // Free memory only (no process list): a fall above the threshold counts, one below not.
+  zob::RunResult fell = run_of("cuda", fast, slow);
+  for (auto& round : fell.rounds) {
+    for (auto& a : round) a.device_free_bytes = std::uint64_t{100} << 30;
+  }
+  fell.rounds[1][0].device_free_bytes -= zob::kSharedFreeDrop / 2;
+  EXPECT_TRUE(zob::verdicts(fell)[0].conclusive);
+  fell.rounds[1][0].device_free_bytes -= zob::kSharedFreeDrop;
+  v = zob::verdicts(fell);
+  EXPECT_FALSE(v[0].conclusive);
+  EXPECT_NE(v[0].text.find("its free memory fell by 1.5 GiB between the start of arm registered "
+                           "(round 1) and of arm registered (round 2)"),
+            std::string::npos)
+      << v[0].text;
+}
+
 }  // namespace

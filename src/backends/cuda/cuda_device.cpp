@@ -7,6 +7,8 @@
 #include <string>
 
 #include "backends/cuda/cuda_kernels.hpp"
+#include "backends/cuda/cuda_test_fault.hpp"
+#include "backends/cuda/nvml_processes.hpp"
 #include "zob/errors.hpp"
 
 namespace zob {
@@ -30,11 +32,15 @@ std::string err_text(cudaError_t e) {
   throw DeviceError(kind, "cuda: " + call + "(" + detail + ") failed: " + err_text(e));
 }
 
+// Both pass the result through the test-only fault hook (cuda_test_fault.hpp), which returns
+// it unchanged unless ZOB_TEST_CUDA_FAULT names this call.
 void check(cudaError_t e, const char* call, const std::string& detail = "") {
+  e = cuda::test_fault(e, call);
   if (e != cudaSuccess) fail(DeviceErrorKind::runtime, call, detail, e);
 }
 
 void check_launch(cudaError_t e, const char* kernel, const std::string& shape) {
+  e = cuda::test_fault(e, kernel);
   if (e != cudaSuccess) fail(DeviceErrorKind::runtime, std::string("kernel ") + kernel, shape, e);
 }
 
@@ -218,6 +224,19 @@ void CudaDevice::deallocate(void* device) noexcept {
   cudaSetDevice(index_);
   cudaFree(device);
   cudaGetLastError();
+}
+
+// NVML's process list where the driver's libnvidia-ml is there (nvml_processes.hpp), and the
+// free memory the runtime reports; a failure leaves a field unknown rather than failing the arm.
+Device::Occupancy CudaDevice::occupancy() const {
+  Occupancy o;
+  bind();
+  std::size_t free_b = 0;
+  std::size_t total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) o.free_bytes = free_b;
+  cudaGetLastError();
+  o.other_processes = cuda::nvml_other_processes(info_.pci_bus_id);
+  return o;
 }
 
 std::size_t CudaDevice::memory_in_use() const {

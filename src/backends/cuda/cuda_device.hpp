@@ -86,6 +86,9 @@ class CudaDevice final : public Device {
   void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate, bf16* dup,
                          std::int64_t n) override;
 
+  // Other users of the GPU: NVML's process list (dlopen'ed) and cudaMemGetInfo's free memory.
+  Occupancy occupancy() const override;
+
   // --gpus N: NCCL (loaded at run time; nccl_collectives.hpp). Without NCCL headers at build
   // time both throw DeviceError(unavailable) saying so.
   void check_rank_collectives() const override;
