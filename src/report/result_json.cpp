@@ -238,10 +238,10 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.arm = parse_arm(j.at("arm").get<std::string>());
   r.ok = j.at("ok").get<bool>();
   r.error = j.at("error").get<std::string>();
-  r.failed_step = j.at("failed_step").get<int>();
+  r.failed_step = integer<int>(j.at("failed_step"));
   r.failed_phase = j.at("failed_phase").get<std::string>();
-  r.device_other_processes = j.at("device_other_processes").get<int>();
-  r.device_free_bytes = j.at("device_free_bytes").get<std::uint64_t>();
+  r.device_other_processes = integer<int>(j.at("device_other_processes"));
+  r.device_free_bytes = integer<std::uint64_t>(j.at("device_free_bytes"));
   r.device = j.at("device").get<std::string>();
   r.model = j.at("model").get<std::string>();
   r.params = integer<std::int64_t>(j.at("params"));
