@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "adam_test_support.hpp"
 #include "optim/adam_kernels.hpp"
 #include "zob/adam.hpp"
 #include "zob/bf16.hpp"
@@ -24,17 +25,8 @@ namespace {
 
 using zob::detail::AdamIsa;
 
-std::vector<AdamIsa> supported_isas() {
-  std::vector<AdamIsa> out;
-  for (AdamIsa isa : {AdamIsa::scalar, AdamIsa::avx2, AdamIsa::avx512}) {
-    if (zob::detail::isa_supported(isa)) out.push_back(isa);
-  }
-  return out;
-}
-
-struct State {
-  std::vector<float> p, g, m, v;
-};
+using zob::adam_test::State;
+using zob::adam_test::supported_isas;
 
 // Random state over several decades, never all zeros; a few NaN and infinite gradients so the
 // cast's NaN and overflow paths run inside the fused pass too.

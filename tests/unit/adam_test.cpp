@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "adam_test_support.hpp"
 #include "optim/adam_kernels.hpp"
 #include "zob/adam.hpp"
 #include "zob/bf16.hpp"
@@ -21,17 +22,8 @@ namespace {
 
 using zob::detail::AdamIsa;
 
-std::vector<AdamIsa> supported_isas() {
-  std::vector<AdamIsa> out;
-  for (AdamIsa isa : {AdamIsa::scalar, AdamIsa::avx2, AdamIsa::avx512}) {
-    if (zob::detail::isa_supported(isa)) out.push_back(isa);
-  }
-  return out;
-}
-
-struct State {
-  std::vector<float> p, g, m, v;
-};
+using zob::adam_test::State;
+using zob::adam_test::supported_isas;
 
 // Magnitudes spread over many decades (1e-12 .. 1e12 for grads, squared stays finite in fp32),
 // random signs, a few exact zeros.
