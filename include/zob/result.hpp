@@ -84,9 +84,15 @@ struct StepBound {
   double ratio = 0;            // median step time / bound_s (>= 1 for a lower bound)
   // The physical bound (docs/schedules.md): the host memory is shared by Adam and every copy's
   // DMA, so all of the step's host bytes, not Adam's alone, go through it at the probe's rate.
-  double host_bytes = 0;      // bytes of the step through host memory (CPU passes + copies)
-  double host_memory_s = 0;   // host_bytes / probe_gb_per_s
-  double physical_s = 0;      // max(host_memory_s, d2h_s, h2d_s) + compute_s (>= bound_s)
+  double host_bytes = 0;  // bytes of the step through host memory (CPU passes + copies)
+  // The host memory's rate for the physical bound: the higher of the probe and the fastest
+  // Adam pass of the timed steps (its bytes / its host time). Why: the GPU machine's host
+  // bandwidth drifts ~20 % within minutes, and a probe taken in a slow moment put the bound
+  // above a measured stock step (0.79, results/h200/2026-12-02-physical-bound); a pass that
+  // ran faster proves the memory could. 0 in files made before: the probe's rate then.
+  double host_gb_per_s = 0;
+  double host_memory_s = 0;   // host_bytes / host_gb_per_s
+  double physical_s = 0;      // max(host_memory_s, d2h_s, h2d_s) + compute_s
   double physical_ratio = 0;  // median step time / physical_s
 };
 

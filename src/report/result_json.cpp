@@ -292,6 +292,7 @@ void to_json(nlohmann::json& j, const StepBound& b) {
                      {"bound_s", finite_or_null(b.bound_s)},
                      {"ratio", finite_or_null(b.ratio)},
                      {"host_bytes", finite_or_null(b.host_bytes)},
+                     {"host_gb_per_s", finite_or_null(b.host_gb_per_s)},
                      {"host_memory_s", finite_or_null(b.host_memory_s)},
                      {"physical_s", finite_or_null(b.physical_s)},
                      {"physical_ratio", finite_or_null(b.physical_ratio)}};
@@ -310,7 +311,8 @@ void from_json(const nlohmann::json& j, StepBound& b) {
   b.compute_s = number_or_nan(j.at("compute_s"));
   b.bound_s = number_or_nan(j.at("bound_s"));
   b.ratio = number_or_nan(j.at("ratio"));
-  b.host_bytes = optional("host_bytes");  // the physical bound: absent before issue 25
+  b.host_bytes = optional("host_bytes");        // the physical bound: absent before issue 25
+  b.host_gb_per_s = optional("host_gb_per_s");  // absent before 2026-12-02's H200 recordings
   b.host_memory_s = optional("host_memory_s");
   b.physical_s = optional("physical_s");
   b.physical_ratio = optional("physical_ratio");

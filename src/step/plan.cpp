@@ -113,7 +113,8 @@ std::uint64_t host_memory_bytes(const StepSample& s) {
 }
 
 void finish_physical_bound(StepBound& b, double median_wall_s) {
-  b.host_memory_s = b.probe_gb_per_s > 0 ? b.host_bytes / (b.probe_gb_per_s * 1e9) : 0;
+  b.host_gb_per_s = std::max(b.host_gb_per_s, b.probe_gb_per_s);
+  b.host_memory_s = b.host_gb_per_s > 0 ? b.host_bytes / (b.host_gb_per_s * 1e9) : 0;
   b.physical_s = std::max(b.host_memory_s, b.pcie_s) + b.compute_s;
   b.physical_ratio = b.physical_s > 0 ? median_wall_s / b.physical_s : 0;
 }
@@ -121,12 +122,17 @@ void finish_physical_bound(StepBound& b, double median_wall_s) {
 StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
                      double probe_gb_per_s, std::int64_t params) {
   std::vector<double> adam, d2h, h2d, compute, wall, host_bytes;
+  double fastest_adam_gb_per_s = 0;
   const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
   for (std::size_t i = first; i < r.samples.size(); ++i) {
     const StepSample& s = r.samples[i];
     auto it = s.phases.find(to_string(Phase::adam));
     if (it == s.phases.end()) it = s.phases.find(to_string(Phase::adam_cast));
     adam.push_back(it == s.phases.end() ? 0.0 : it->second.host_s);
+    if (it != s.phases.end() && it->second.host_s > 0) {
+      fastest_adam_gb_per_s = std::max(
+          fastest_adam_gb_per_s, static_cast<double>(it->second.bytes) / it->second.host_s / 1e9);
+    }
     wall.push_back(s.wall_s);
     host_bytes.push_back(static_cast<double>(host_memory_bytes(s)));
   }
@@ -146,6 +152,7 @@ StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links
   b.bound_s = std::max(b.adam_s, b.pcie_s) + b.compute_s;
   b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
   b.host_bytes = median(host_bytes);
+  b.host_gb_per_s = fastest_adam_gb_per_s;  // finish_physical_bound takes the probe if higher
   finish_physical_bound(b, median(wall));
   return b;
 }

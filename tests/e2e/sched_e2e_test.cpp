@@ -2,6 +2,7 @@
 // placement and time-to-result keys, and refusals of the new flags (exit 2, one line).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -206,7 +207,18 @@ TEST(SchedE2E, FusedAdamCastEqualsTheSeparatePassesAndBothBoundsAreReported) {
         const double host_bytes = b.at("host_bytes"), physical = b.at("physical_s");
         EXPECT_GE(host_bytes, (fused ? 30 : 34) * P);
         EXPECT_GT(b.at("host_memory_s").get<double>(), 0);
-        EXPECT_GE(physical, b.at("bound_s").get<double>());
+        EXPECT_GE(b.at("host_gb_per_s").get<double>(), b.at("probe_gb_per_s").get<double>());
+        EXPECT_DOUBLE_EQ(b.at("host_memory_s").get<double>(),
+                         host_bytes / (b.at("host_gb_per_s").get<double>() * 1e9));
+        const auto& adam_phase = ph.at(fused ? "adam_cast" : "adam");  // median pass: not faster
+        EXPECT_GE(
+            b.at("host_gb_per_s").get<double>() * (1 + 1e-9),
+            adam_phase.at("bytes").get<double>() / adam_phase.at("host_s").get<double>() / 1e9);
+        // Never below the lower bound at the same host rate (Adam's 28 B/param of host_bytes).
+        const double host_rate = b.at("host_gb_per_s").get<double>() * 1e9;
+        EXPECT_GE(physical * (1 + 1e-12),
+                  std::max(28 * P / host_rate, b.at("pcie_s").get<double>()) +
+                      b.at("compute_s").get<double>());
         EXPECT_GT(b.at("physical_ratio").get<double>(), 0);
         EXPECT_NE(r.out.find(std::string("physical bound: ") + arm + ": "), std::string::npos)
             << r.out;

@@ -149,6 +149,8 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
     a.bound.compute_s = d(rng);
     a.bound.adam_measured_s = d(rng);
     a.bound.host_bytes = 1e9 * (30 + 10 * d(rng));
+    // rank 0's fastest Adam pass beat its probe, rank 1's did not (0: not recorded)
+    a.bound.host_gb_per_s = r == 0 ? a.bound.probe_gb_per_s * (1 + d(rng)) : 0;
     ranks.push_back(a);
   }
   const auto m =
@@ -169,11 +171,15 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
   for (std::size_t i = 1; i < 4; ++i) group.push_back(std::max(walls[0][i], walls[1][i]));
   std::sort(group.begin(), group.end());
   EXPECT_DOUBLE_EQ(m.bound.ratio, group[1] / m.bound.bound_s);
-  // The physical bound: every rank's host bytes through the one host memory.
+  // The physical bound: every rank's host bytes through the one host memory, at the ranks'
+  // rates summed (each the higher of its probe and its fastest Adam pass).
   const double host_bytes = ranks[0].bound.host_bytes + ranks[1].bound.host_bytes;
+  const double host_rate = ranks[0].bound.host_gb_per_s + ranks[1].bound.probe_gb_per_s;
+  EXPECT_GT(host_rate, probe);
   EXPECT_DOUBLE_EQ(m.bound.host_bytes, host_bytes);
-  EXPECT_DOUBLE_EQ(m.bound.host_memory_s, host_bytes / (probe * 1e9));
-  EXPECT_DOUBLE_EQ(m.bound.physical_s, std::max(host_bytes / (probe * 1e9), link) + compute);
+  EXPECT_DOUBLE_EQ(m.bound.host_gb_per_s, host_rate);
+  EXPECT_DOUBLE_EQ(m.bound.host_memory_s, host_bytes / (host_rate * 1e9));
+  EXPECT_DOUBLE_EQ(m.bound.physical_s, std::max(host_bytes / (host_rate * 1e9), link) + compute);
   EXPECT_DOUBLE_EQ(m.bound.physical_ratio, group[1] / m.bound.physical_s);
 }
 
