@@ -49,7 +49,7 @@ class HostBuffer {
   std::size_t size() const { return bytes_; }
   HostMemoryMode mode() const { return mode_; }
   const std::string& registration_method() const { return registration_method_; }
-  const std::string& name() const { return name_; }  // as in its errors: "fp32 master"
+  const std::string& name() const { return name_; }              // as in its errors: "fp32 master"
   double register_seconds() const { return register_seconds_; }  // time register_host took
 
  private:

@@ -1,9 +1,10 @@
 // Internal to src/driver: the test-only device faults of test_hooks.hpp
-// (ZOB_TEST_DEVICE_FAULT, ZOB_TEST_DEVICE_SHARED, ZOB_TEST_REGISTRATION=<arm>:skip): a Device that forwards every call to the arm's real device and makes
-// the n-th call of one operation fail as a lost device would, on any backend (the CPU device
-// included, so CI sees a fault in the middle of the steps without an accelerator). From that
-// call on every operation fails, as the runtimes do once a device is lost; releasing memory
-// and registrations still goes through, so the test can prove that nothing leaks.
+// (ZOB_TEST_DEVICE_FAULT, ZOB_TEST_DEVICE_SHARED, ZOB_TEST_REGISTRATION=<arm>:skip): a Device that
+// forwards every call to the arm's real device and makes the n-th call of one operation fail as a
+// lost device would, on any backend (the CPU device included, so CI sees a fault in the middle of
+// the steps without an accelerator). From that call on every operation fails, as the runtimes do
+// once a device is lost; releasing memory and registrations still goes through, so the test can
+// prove that nothing leaks.
 #pragma once
 #include <memory>
 #include <string>

@@ -240,7 +240,8 @@ ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>&
     m.gpu_peak_gb = std::max(m.gpu_peak_gb, results[i].gpu_peak_gb);
     // Another process on any rank's device shares the arm's time; the free memory is rank 0's
     // device's, compared with rank 0's in the other arms.
-    m.device_other_processes = std::max(m.device_other_processes, results[i].device_other_processes);
+    m.device_other_processes =
+        std::max(m.device_other_processes, results[i].device_other_processes);
     if (i > 0) {
       m.locked_bytes += results[i].locked_bytes;
       m.registered_bytes += results[i].registered_bytes;

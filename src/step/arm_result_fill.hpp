@@ -23,7 +23,7 @@ struct ArmSetup {
   HostMemoryCounters before, after;               // around the runner's construction + setup
   int adam_threads = 0;
   double register_s = 0;
-  const HostBuffer* master = nullptr;  // its registration stands for the arm's
+  const HostBuffer* master = nullptr;      // its registration stands for the arm's
   std::vector<const HostBuffer*> buffers;  // every host buffer of the arm (unallocated: skipped)
 };
 

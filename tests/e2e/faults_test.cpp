@@ -293,8 +293,8 @@ TEST(ResourceFault, TheUnregisteredArmsMemoryRegisteredAtTheDriverFailsThatArm) 
   expect_no_leftovers();
   EXPECT_EQ(r.rc, 1) << r.err;
   const std::string line = arm_error_line(r, "unregistered");
-  for (const char* part : {"reports fp32", "of arm unregistered as registered host memory",
-                           "never registers"}) {
+  for (const char* part :
+       {"reports fp32", "of arm unregistered as registered host memory", "never registers"}) {
     EXPECT_NE(line.find(part), std::string::npos) << part << " missing from: " << line;
   }
   const auto j = driver_result(r.out);

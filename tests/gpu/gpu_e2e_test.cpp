@@ -42,10 +42,10 @@ namespace {
 using namespace zob_e2e;
 
 // Small enough for seconds per run on an H200; one round, so one child per arm.
-const std::vector<std::string> kArgs{"--device", "cuda",    "--hidden", "256", "--layers", "2",
-                                     "--batch",  "2",       "--seq",    "64",  "--steps",  "2",
-                                     "--warmup", "1",       "--repeats", "1",  "--arms",
-                                     "registered,unregistered"};
+const std::vector<std::string> kArgs{
+    "--device", "cuda", "--hidden",  "256", "--layers", "2",
+    "--batch",  "2",    "--seq",     "64",  "--steps",  "2",
+    "--warmup", "1",    "--repeats", "1",   "--arms",   "registered,unregistered"};
 
 // "" where --list-devices reports a usable CUDA device, else its line (the skip's reason).
 const std::string& why_no_cuda() {
@@ -65,7 +65,8 @@ const std::string& why_no_cuda() {
 }
 
 #define ZOB_REQUIRE_CUDA_DEVICE() \
-  if (!why_no_cuda().empty()) GTEST_SKIP() << "no CUDA device for the real binary: " << why_no_cuda()
+  if (!why_no_cuda().empty())     \
+  GTEST_SKIP() << "no CUDA device for the real binary: " << why_no_cuda()
 
 Result run_cuda(const Env& env) {
   const Result r = run_bench(kArgs, env, nullptr, 300);
@@ -122,15 +123,18 @@ TEST(GpuE2E, CudaHostRegisterNotMadeIsCaughtByTheBackendsPointerCheck) {
 TEST(GpuE2E, ARegistrationTheDriverDoesNotHoldFailsTheRegisteredArm) {
   ZOB_REQUIRE_CUDA_DEVICE();
   expect_registered_arm_failed(run_cuda({{"ZOB_TEST_REGISTRATION", "registered:skip"}}),
-                               {"host memory registration refused", "cuda: the driver does not "
-                                "report fp32", "although its registration returned success"});
+                               {"host memory registration refused",
+                                "cuda: the driver does not "
+                                "report fp32",
+                                "although its registration returned success"});
 }
 
 // cudaHostRegister refused: the arm fails naming it, never reported as verified.
 TEST(GpuE2E, CudaHostRegisterRefusedFailsTheArmNamingIt) {
   ZOB_REQUIRE_CUDA_DEVICE();
   expect_registered_arm_failed(
-      run_cuda({{"ZOB_TEST_CUDA_FAULT", "cudaHostRegister:1:cudaErrorHostMemoryAlreadyRegistered"}}),
+      run_cuda(
+          {{"ZOB_TEST_CUDA_FAULT", "cudaHostRegister:1:cudaErrorHostMemoryAlreadyRegistered"}}),
       {"host memory registration refused", "cudaHostRegister(", "refused",
        "cudaErrorHostMemoryAlreadyRegistered"});
 }

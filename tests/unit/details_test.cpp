@@ -292,8 +292,8 @@ TEST(Report, RegistrationPerGibAndItsLine) {
   // Only the driver's answer says "none registered": an arm that was never asked says nothing.
   zob::RunResult unasked = run;
   unasked.arms[1].registered_at_driver = "not-checked";
-  EXPECT_NE(zob::render_registration_lines(unasked)
-                .find("registration: unregistered: 8.00 kB locked, 0 B registered (none)\n"),
+  EXPECT_NE(zob::render_registration_lines(unasked).find(
+                "registration: unregistered: 8.00 kB locked, 0 B registered (none)\n"),
             std::string::npos);
 }
 
