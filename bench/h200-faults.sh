@@ -270,7 +270,7 @@ if selected second_run; then
       grep -E '^verdict|^speedup' "$out/second_run.$run_id.stdout"
       grep -h 'warning' "$out/second_run.$run_id.stdout" "$out/second_run.$run_id.stderr"
       grep '^DRIVERRESULT=' "$out/second_run.$run_id.stdout" | cut -d= -f2- | python3 -c \
-        'import json,sys; d=json.load(sys.stdin); print("conclusive:", d.get("conclusive"), "warnings:", d.get("warnings"))'
+        'import json,sys; d=json.load(sys.stdin); print("conclusive:", [v.get("conclusive") for v in d.get("verdicts", [])], "warnings:", d.get("warnings"))'
       echo "--- run $run_id stdout"; cat "$out/second_run.$run_id.stdout"
       echo "--- run $run_id stderr"; cat "$out/second_run.$run_id.stderr"
     } >> "$f" 2>&1
