@@ -105,8 +105,12 @@ if ! command -v setpriv > /dev/null; then
   unprivileged_why="setpriv (util-linux) is not installed"
 elif ! rm -rf "$user_bundle" || ! cp -r "$bundle" "$user_bundle" || ! chmod -R a+rX "$user_bundle"; then
   unprivileged_why="could not copy the bundle to $user_bundle"
-elif ! setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$user_bundle/zero3-offload-bench"; then
-  unprivileged_why="uid 65534 cannot run $user_bundle/zero3-offload-bench"
+fi
+# env.sh put the bundle on LD_LIBRARY_PATH; that user reads the copy's libraries.
+user_ld=${LD_LIBRARY_PATH//$bundle/$user_bundle}
+if [ -z "$unprivileged_why" ] && ! LD_LIBRARY_PATH=$user_ld setpriv --reuid=65534 --regid=65534 \
+    --clear-groups "$user_bundle/zero3-offload-bench" --version > /dev/null 2>&1; then
+  unprivileged_why="uid 65534 cannot run $user_bundle/zero3-offload-bench --version"
 fi
 
 # as_user NAME LIMIT [ENV=V...] -- FLAGS...: the run as uid 65534 (nobody) under ulimit -l LIMIT.
@@ -129,7 +133,7 @@ as_user() {
     # the run goes on under the hard limit.
     (ulimit -l "$limit" 2> /dev/null || { echo "ulimit -l $limit refused: under the hard limit" \
       "$(ulimit -Hl) KiB instead"; ulimit -l "$(ulimit -Hl)"; }
-     cd /tmp && exec env HOME=/tmp "${envs[@]}" \
+     cd /tmp && exec env HOME=/tmp LD_LIBRARY_PATH="$user_ld" "${envs[@]}" \
       setpriv --reuid=65534 --regid=65534 --clear-groups \
       timeout 300 "$user_bundle/zero3-offload-bench" "$@") 2>&1
     rc=$?
