@@ -49,6 +49,7 @@ class HostBuffer {
   std::size_t size() const { return bytes_; }
   HostMemoryMode mode() const { return mode_; }
   const std::string& registration_method() const { return registration_method_; }
+  const std::string& name() const { return name_; }              // as in its errors: "fp32 master"
   double register_seconds() const { return register_seconds_; }  // time register_host took
 
  private:
@@ -79,5 +80,11 @@ struct HostMemoryCounters {
   std::uint64_t runtime_pinned_bytes = 0;  // HostMemoryMode::device_host buffers, page-rounded
 };
 HostMemoryCounters host_memory_counters();
+
+// Test-only (ZOB_TEST_REGISTRATION=<arm>:register, set by src/driver/test_hooks.cpp alone):
+// from now on in this process, a locked buffer is also registered with its device, as a bug
+// that registered the unregistered arm's memory would do; the arm's check of what the driver
+// reports (step/arm_result_fill.cpp) must then fail it. Released like a registered buffer.
+void register_locked_buffers_for_test();
 
 }  // namespace zob

@@ -127,6 +127,11 @@ struct ArmResult {
   std::string param_checksum;       // checksum_hex of the final fp32 master
   std::string registration;         // Registration::method, "none", or "not-applicable"
   bool registration_verified = false;
+  // What the driver reported of the arm's host buffers after the set-up, asked buffer by buffer
+  // (step/arm_result_fill.hpp): "all" registered (registered arm), "none" (unregistered,
+  // pageable), "not-applicable" (no registration on the device; hostalloc), "not-checked" (the
+  // arm failed before the check).
+  std::string registered_at_driver = "not-checked";
   std::uint64_t locked_bytes = 0;      // peak bytes mlocked by this arm
   std::uint64_t registered_bytes = 0;  // peak bytes registered by this arm
   // Bytes the device runtime allocated for this arm (hostalloc: cudaMallocHost /

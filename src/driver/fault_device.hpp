@@ -1,9 +1,10 @@
-// Internal to src/driver: the test-only device fault of test_hooks.hpp
-// (ZOB_TEST_DEVICE_FAULT): a Device that forwards every call to the arm's real device and makes
-// the n-th call of one operation fail as a lost device would, on any backend (the CPU device
-// included, so CI sees a fault in the middle of the steps without an accelerator). From that
-// call on every operation fails, as the runtimes do once a device is lost; releasing memory
-// and registrations still goes through, so the test can prove that nothing leaks.
+// Internal to src/driver: the test-only device faults of test_hooks.hpp
+// (ZOB_TEST_DEVICE_FAULT, ZOB_TEST_DEVICE_SHARED, ZOB_TEST_REGISTRATION=<arm>:skip): a Device that
+// forwards every call to the arm's real device and makes the n-th call of one operation fail as a
+// lost device would, on any backend (the CPU device included, so CI sees a fault in the middle of
+// the steps without an accelerator). From that call on every operation fails, as the runtimes do
+// once a device is lost; releasing memory and registrations still goes through, so the test can
+// prove that nothing leaks.
 #pragma once
 #include <memory>
 #include <string>
@@ -35,10 +36,16 @@ class FaultDevice final : public Device {
   std::size_t memory_in_use() const override { return inner_->memory_in_use(); }
   std::size_t memory_peak() const override { return inner_->memory_peak(); }
   bool registration_applicable() const override { return inner_->registration_applicable(); }
+  // ZOB_TEST_REGISTRATION=<arm>:skip: every registration answered as done and nothing registered,
+  // the backend's own verification bypassed too, as a runtime that says yes and does nothing.
+  void skip_registration() { skip_register_ = true; }
   Registration register_host(void* host, std::size_t bytes) override {
+    if (skip_register_) return Registration{"skipped by ZOB_TEST_REGISTRATION", true};
     return inner_->register_host(host, bytes);
   }
-  void unregister_host(void* host) noexcept override { inner_->unregister_host(host); }
+  void unregister_host(void* host) noexcept override {
+    if (!skip_register_) inner_->unregister_host(host);
+  }
   bool is_registered(const void* host) const override { return inner_->is_registered(host); }
   void* allocate_host(std::size_t bytes) override { return inner_->allocate_host(bytes); }
   void deallocate_host(void* host) noexcept override { inner_->deallocate_host(host); }
@@ -191,6 +198,7 @@ class FaultDevice final : public Device {
   Shared shared_;
   long calls_ = 0;
   bool lost_ = false;
+  bool skip_register_ = false;
 };
 
 }  // namespace zob::test_hooks

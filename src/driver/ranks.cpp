@@ -42,6 +42,15 @@ constexpr std::size_t kSlotBytes = std::size_t{4} << 20;
 // This process's result for `arm` on fd (its parent's pipe), as one JSON document.
 void send_result(int fd, Arm arm, ArmResult& r) { write_all(fd, result_document(r, arm)); }
 
+// The arm's other users of the device from a rank's two answers: the larger count less the
+// `siblings` (ranks of this arm on the same device, which NVML lists too); unknown stays -1.
+void note_occupancy(ArmResult& r, const Device::Occupancy& start, const Device::Occupancy& end,
+                    int siblings) {
+  const int seen = std::max(start.other_processes, end.other_processes);
+  r.device_other_processes = seen < 0 ? -1 : std::max(0, seen - siblings);
+  r.device_free_bytes = start.free_bytes;
+}
+
 // The body of a rank process; never returns.
 [[noreturn]] void rank_main(const RunConfig& config, Arm arm, int rank, ShmRegion& region,
                             int write_fd) {
@@ -60,7 +69,15 @@ void send_result(int fd, Arm arm, ArmResult& r) { write_all(fd, result_document(
       comm.abort(fmt::format("rank {} could not open its device: {}", rank, one_line(e.what())));
       throw;
     }
+    // Who else is on the device (a second run, a training job), as a one-rank arm asks: while
+    // every rank of the arm holds its device open (between two barriers of the launcher's own
+    // collectives, which the test's rank fault does not count), less the ranks sharing it.
+    shm.barrier();
+    const Device::Occupancy start = device->occupancy();
     r = run_rank_body(config, arm, *device, comm, share);
+    const Device::Occupancy end = device->occupancy();
+    shm.barrier();
+    note_occupancy(r, start, end, share ? config.gpus - 1 : 0);
   } catch (const CollectiveError& e) {
     set_arm_failure(r, e);  // a peer failed; this rank says where it was waiting
     code = 1;
@@ -223,6 +240,10 @@ ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>&
   for (std::size_t i = 0; i < results.size(); ++i) {
     sums.push_back(results[i].param_checksum);
     m.gpu_peak_gb = std::max(m.gpu_peak_gb, results[i].gpu_peak_gb);
+    // Another process on any rank's device shares the arm's time; the free memory is rank 0's
+    // device's, compared with rank 0's in the other arms.
+    m.device_other_processes =
+        std::max(m.device_other_processes, results[i].device_other_processes);
     if (i > 0) {
       m.locked_bytes += results[i].locked_bytes;
       m.registered_bytes += results[i].registered_bytes;

@@ -14,6 +14,7 @@
 
 #include "driver/fault_device.hpp"
 #include "driver/process.hpp"
+#include "zob/host_memory.hpp"
 
 namespace zob::test_hooks {
 
@@ -26,6 +27,7 @@ struct Settings {
   std::string mpi_rank_fault;  // ZOB_TEST_MPI_RANK_FAULT
   std::string device_fault;    // ZOB_TEST_DEVICE_FAULT
   std::string device_shared;   // ZOB_TEST_DEVICE_SHARED
+  std::string registration;    // ZOB_TEST_REGISTRATION
   bool share_device = false;   // ZOB_TEST_SHARE_DEVICE=1
 };
 
@@ -41,6 +43,7 @@ const Settings& settings() {
     s.mpi_rank_fault = text("ZOB_TEST_MPI_RANK_FAULT");
     s.device_fault = text("ZOB_TEST_DEVICE_FAULT");
     s.device_shared = text("ZOB_TEST_DEVICE_SHARED");
+    s.registration = text("ZOB_TEST_REGISTRATION");
     s.share_device = text("ZOB_TEST_SHARE_DEVICE") == "1";
     return s;
   }();
@@ -52,6 +55,14 @@ std::optional<std::string> child_fault_kind(Arm arm) {
   const std::string& s = settings().child_fault;
   const auto colon = s.find(':');
   if (colon == std::string::npos || s.substr(0, colon) != to_string(arm)) return std::nullopt;
+  return s.substr(colon + 1);
+}
+
+// The kind of ZOB_TEST_REGISTRATION (skip, register) when it names `arm`, else "".
+std::string registration_fault(Arm arm) {
+  const std::string& s = settings().registration;
+  const auto colon = s.find(':');
+  if (colon == std::string::npos || s.substr(0, colon) != to_string(arm)) return "";
   return s.substr(colon + 1);
 }
 
@@ -193,8 +204,13 @@ std::unique_ptr<Device> fault_device(std::unique_ptr<Device> device, Arm arm) {
   const bool sharing = !shared.empty() && std::sscanf(shared.c_str(), "%31[^:]:%d:%llu", shared_arm,
                                                       &others, &taken) >= 2;
   if (sharing && std::string(shared_arm) == to_string(arm)) seen = {others, taken};
-  if (op[0] == '\0' && !sharing) return device;
-  return std::make_unique<FaultDevice>(std::move(device), op, at, seen);
+  const std::string registration = registration_fault(arm);
+  // "register" acts in the host memory layer: locked buffers are made there, without the device.
+  if (registration == "register") register_locked_buffers_for_test();
+  if (op[0] == '\0' && !sharing && registration != "skip") return device;
+  auto wrapped = std::make_unique<FaultDevice>(std::move(device), op, at, seen);
+  if (registration == "skip") wrapped->skip_registration();
+  return wrapped;
 }
 
 std::unique_ptr<Collectives> mpi_rank_fault_collectives(Collectives& comm, int rank) {

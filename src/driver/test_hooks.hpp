@@ -11,9 +11,11 @@
 //   ZOB_TEST_SHARE_DEVICE=1
 //   ZOB_TEST_DEVICE_FAULT=<arm>:<operation>:<n>
 //   ZOB_TEST_DEVICE_SHARED=<arm>:<other processes>[:<free bytes taken>]
+//   ZOB_TEST_REGISTRATION=<arm>:<skip|register>
 //
-// Backend-only test hooks, read by their backend (each documented in docs/faults.md):
+// Backend-only test hooks, read by their backend (each documented in docs/schema.md):
 //   ZOB_TEST_CUDA_FAULT=<call>:<n>[:<error>]   src/backends/cuda (cuda_test_fault.hpp)
+//   ZOB_TEST_CUDA_SKIP_REGISTER=1              src/backends/cuda (cuda_test_fault.hpp)
 #pragma once
 #include <memory>
 #include <string>
@@ -55,6 +57,11 @@ std::unique_ptr<Collectives> mpi_rank_fault_collectives(Collectives& comm, int r
 // cannot tell), the named arm's this many other processes on the device and that much of the
 // free memory taken, as another run on the GPU would show. `device` itself when neither
 // variable applies.
+// ZOB_TEST_REGISTRATION for `arm`: "skip": the wrapped device answers every registration as
+// done and registers nothing (the backend's own verification bypassed, as a runtime that lies);
+// "register": the arm's locked-only buffers are registered too (register_locked_buffers_for_test
+// in zob/host_memory.hpp), as a bug would. Either way the arm's own check of what the driver
+// reports (check_driver_registration, step/arm_result_fill.hpp) must fail the arm.
 std::unique_ptr<Device> fault_device(std::unique_ptr<Device> device, Arm arm);
 
 // ZOB_TEST_SHARE_DEVICE=1: every rank of --gpus N on device --device-index, so the multi-rank

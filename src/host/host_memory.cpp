@@ -33,6 +33,7 @@ std::atomic<std::uint64_t> g_locked{0}, g_registered{0}, g_peak_locked{0}, g_pea
 std::atomic<std::uint64_t> g_mapped{0}, g_peak_mapped{0};
 // Host memory the device runtime allocated (and pins itself: cudaMallocHost / zeMemAllocHost).
 std::atomic<std::uint64_t> g_runtime_pinned{0}, g_peak_runtime_pinned{0};
+std::atomic<bool> g_register_locked_for_test{false};  // register_locked_buffers_for_test()
 
 void add(std::atomic<std::uint64_t>& value, std::atomic<std::uint64_t>& peak, std::uint64_t n) {
   const std::uint64_t now = value.fetch_add(n) + n;
@@ -87,6 +88,8 @@ HostMemoryMode pinned_mode_for(Arm arm) {
   }
   return HostMemoryMode::pageable;
 }
+
+void register_locked_buffers_for_test() { g_register_locked_for_test = true; }
 
 HostMemoryCounters host_memory_counters() {
   return {g_locked.load(), g_registered.load(),  g_peak_locked.load(),   g_peak_registered.load(),
@@ -176,6 +179,15 @@ void HostBuffer::lock_and_register() {
   }
   locked_ = true;
   add(g_locked, g_peak_locked, mapped_bytes_);
+  const bool test_registers = mode_ == HostMemoryMode::locked && g_register_locked_for_test &&
+                              device_ != nullptr && device_->registration_applicable();
+  if (test_registers) {
+    // The test's deliberate bug: registered, but the method stays "none", as a bug would leave it.
+    device_->register_host(data_, mapped_bytes_);
+    registered_ = true;
+    add(g_registered, g_peak_registered, mapped_bytes_);
+    return;
+  }
   if (mode_ != HostMemoryMode::registered) return;
   if (!device_->registration_applicable()) {
     registration_method_ = "not-applicable";  // locked only, and reported so

@@ -409,9 +409,13 @@ std::string render_registration_lines(const RunResult& run) {
       line += fmt::format(", {} pinned by the runtime ({})", bytes_text(a.runtime_pinned_bytes),
                           backend != nullptr ? backend->host_alloc : "allocate_host");
     }
-    line += fmt::format(
-        " ({}{})", a.registration.empty() ? "none" : a.registration,
-        a.registered_bytes > 0 ? (a.registration_verified ? ", verified" : ", NOT verified") : "");
+    // "verified" and "not registered" are the driver's answers, asked buffer by buffer after
+    // the set-up (registered_at_driver), not the registration call's.
+    const char* driver = a.registered_bytes > 0
+                             ? (a.registration_verified ? ", verified" : ", NOT verified")
+                         : a.registered_at_driver == "none" ? ", none registered at the driver"
+                                                            : "";
+    line += fmt::format(" ({}{})", a.registration.empty() ? "none" : a.registration, driver);
     if (const auto per_gib = register_s_per_gib(a)) {
       line += fmt::format(" in {:.4f} s ({:.3f} s/GiB)", a.register_s, *per_gib);
     }

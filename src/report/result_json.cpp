@@ -206,6 +206,7 @@ Json arm_object(const ArmResult& r, ArmDocument doc) {
   j["param_checksum"] = r.param_checksum;
   j["registration"] = r.registration;
   j["registration_verified"] = r.registration_verified;
+  j["registered_at_driver"] = r.registered_at_driver;
   j["locked_bytes"] = r.locked_bytes;
   j["registered_bytes"] = r.registered_bytes;
   j["runtime_pinned_bytes"] = r.runtime_pinned_bytes;
@@ -261,6 +262,9 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.param_checksum = j.at("param_checksum").get<std::string>();
   r.registration = j.at("registration").get<std::string>();
   r.registration_verified = j.at("registration_verified").get<bool>();
+  r.registered_at_driver = j.contains("registered_at_driver")
+                               ? j.at("registered_at_driver").get<std::string>()
+                               : "not-checked";
   r.locked_bytes = integer<std::uint64_t>(j.at("locked_bytes"));
   r.registered_bytes = integer<std::uint64_t>(j.at("registered_bytes"));
   r.runtime_pinned_bytes =

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "zob/errors.hpp"
 #include "zob/model.hpp"
 #include "zob/step.hpp"
 
@@ -44,6 +45,48 @@ std::string describe(const StepFailurePoint& at) {
 
 namespace step_detail {
 
+namespace {
+
+// What the driver says of one buffer, in the arm's error.
+std::string buffer_text(const HostBuffer& b) {
+  return fmt::format("{} ({} bytes at {})", b.name(), b.size(), b.data());
+}
+
+}  // namespace
+
+std::string check_driver_registration(Arm arm, const Device& device,
+                                      const std::vector<const HostBuffer*>& buffers) {
+  if (!device.registration_applicable()) return "not-applicable";
+  const std::string backend = device.info().backend;
+  for (const HostBuffer* b : buffers) {
+    if (b == nullptr || b->data() == nullptr) continue;
+    // The runtime's own allocation (hostalloc) is page-locked by the runtime, not ours to judge.
+    if (b->mode() == HostMemoryMode::device_host) continue;
+    const bool should = b->mode() == HostMemoryMode::registered;
+    if (device.is_registered(b->data()) == should) continue;
+    if (should) {
+      throw DeviceError(
+          DeviceErrorKind::registration_refused,
+          fmt::format("{}: the driver does not report {} of arm {} as registered host memory, "
+                      "although its registration returned success: the arm would time "
+                      "unregistered copies; check the driver, or run --arms "
+                      "unregistered,pageable to measure without registration",
+                      backend, buffer_text(*b), to_string(arm)));
+    }
+    throw DeviceError(
+        DeviceErrorKind::runtime,
+        fmt::format("{}: the driver reports {} of arm {} as registered host memory, which this "
+                    "arm never registers ({} memory): the arm would time registered copies "
+                    "under another name; nothing may register it behind the arm's back",
+                    backend, buffer_text(*b), to_string(arm), to_string(b->mode())));
+  }
+  switch (pinned_mode_for(arm)) {
+    case HostMemoryMode::registered: return "all";
+    case HostMemoryMode::device_host: return "not-applicable";
+    default: return "none";
+  }
+}
+
 ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device& device,
                                  const ArmSetup& setup) {
   ArmResult r = workload_result(config, arm, device.info());
@@ -64,9 +107,10 @@ ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device&
   if (pinned_mode_for(arm) == HostMemoryMode::registered) {
     const std::string& method = setup.master->registration_method();
     r.registration = method.empty() ? "not-applicable" : method;
-    r.registration_verified =
-        device.registration_applicable() && device.is_registered(setup.master->data());
   }
+  r.registered_at_driver = check_driver_registration(arm, device, setup.buffers);
+  // Asked of the driver just now, buffer by buffer: not the registration call's own answer.
+  r.registration_verified = r.registered_at_driver == "all";
   r.setup_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - setup.started).count();
   return r;

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "zob/config.hpp"
 #include "zob/device.hpp"
@@ -22,13 +23,24 @@ struct ArmSetup {
   HostMemoryCounters before, after;               // around the runner's construction + setup
   int adam_threads = 0;
   double register_s = 0;
-  const HostBuffer* master = nullptr;  // its registration stands for the arm's
+  const HostBuffer* master = nullptr;      // its registration stands for the arm's
+  std::vector<const HostBuffer*> buffers;  // every host buffer of the arm (unallocated: skipped)
 };
 
 // workload_result (zob/step.hpp) with the host-memory growth of setup, the registration and
 // setup_s (up to this call) filled in.
 ArmResult arm_result_after_setup(const RunConfig& config, Arm arm, const Device& device,
                                  const ArmSetup& setup);
+
+// Asks the driver (Device::is_registered: cudaPointerGetAttributes, the Level Zero import
+// table) about every buffer of the arm, independently of what the registration call said:
+// each buffer the arm registered must be registered, and no other may be (an unregistered arm
+// whose memory a bug registered would time registered copies under the wrong name). Throws a
+// DeviceError naming the first buffer that is not as the arm says. Returns the arm's
+// registered_at_driver: "all" (registered arm), "none" (unregistered, pageable),
+// "not-applicable" (a device without registration, or hostalloc: the runtime's own memory).
+std::string check_driver_registration(Arm arm, const Device& device,
+                                      const std::vector<const HostBuffer*>& buffers);
 
 // The phase a runner's host is in, for the step failure point: sets `slot` for its scope and
 // puts the outer phase back when the scope ends normally. When an exception leaves the scope

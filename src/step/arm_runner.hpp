@@ -55,6 +55,10 @@ class ArmRunner {
     return master_.register_seconds() + grads_.register_seconds() + pbf16_.register_seconds();
   }
   const HostBuffer& master_buffer() const { return master_; }
+  // Every host buffer of the arm, for the check of what the driver reports registered.
+  std::vector<const HostBuffer*> host_buffers() const {
+    return {&master_, &grads_, &exp_avg_, &exp_avg_sq_, &pbf16_};
+  }
   const ThreadPlacement& placement() const { return placement_; }
   StepLinkTimes link_times() const { return link_; }  // the last step's, for the bound
   // What the host is doing in the step now (the step failure point's phase).

@@ -87,7 +87,8 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
                                         .after = after,
                                         .adam_threads = runner.threads(),
                                         .register_s = runner.register_seconds(),
-                                        .master = &runner.master_buffer()});
+                                        .master = &runner.master_buffer(),
+                                        .buffers = runner.host_buffers()});
   r.placement = runner.placement();
   r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
 

@@ -87,6 +87,10 @@ class DeepSpeedRunner {
   // The buffer whose registration stands for the arm's: the fp32 gradients, pinned in every
   // loop (the master is plain memory under offload_param).
   const HostBuffer& master_buffer() const { return grads_; }
+  // Every host buffer of the arm, for the check of what the driver reports registered.
+  std::vector<const HostBuffer*> host_buffers() const {
+    return {&master_, &grads_, &grads_bf16_, &exp_avg_, &exp_avg_sq_, &pbf16_};
+  }
   const ThreadPlacement& placement() const { return placement_; }
   StepLinkTimes link_times() const { return link_; }
   // What the host is doing in the step now (the step failure point's phase).

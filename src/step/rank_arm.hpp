@@ -61,7 +61,8 @@ ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device&
                                         .after = after,
                                         .adam_threads = runner.threads(),
                                         .register_s = runner.register_seconds(),
-                                        .master = &runner.master_buffer()});
+                                        .master = &runner.master_buffer(),
+                                        .buffers = runner.host_buffers()});
   r.placement = runner.placement();
   r.gpus = comm.size();
 

@@ -120,6 +120,14 @@ def main():
     must_fail(validator, bad_arch, "an architecture of an unknown model_type")
     if mid_run["registered"]["failed_step"] != 2 or failed["registered"]["failed_step"] is not None:
         sys.exit("FAIL: failed_step is not the step of a mid-run fault, or not null outside one")
+    # The CPU device has no registration: every arm says so; a failed arm was never asked.
+    if {doc[a]["registered_at_driver"] for a in ("registered", "unregistered")} != \
+            {"not-applicable"} or failed["registered"]["registered_at_driver"] != "not-checked":
+        sys.exit("FAIL: registered_at_driver is not not-applicable on the CPU device, or not "
+                 "not-checked for a failed arm")
+    bad_driver = copy.deepcopy(doc)
+    bad_driver["unregistered"]["registered_at_driver"] = "some"
+    must_fail(validator, bad_driver, "a registered_at_driver that is no answer")
     bad_phase = copy.deepcopy(mid_run)
     bad_phase["registered"]["failed_phase"] = "setup"
     must_fail(validator, bad_phase, "a failed_phase that is no phase")

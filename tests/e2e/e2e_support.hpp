@@ -129,7 +129,7 @@ inline Result run_bench(const std::vector<std::string>& args, const Env& env = {
       return 0;
     };
   }
-  return run_bench_with(args, RunOptions{env, during, nullptr, limit_s, setup});
+  return run_bench_with(args, RunOptions{env, during, nullptr, limit_s, setup, {}});
 }
 
 // Every process the benchmark started must be gone (and reaped by it) once it has exited.

@@ -242,6 +242,69 @@ TEST(ResourceFault, RegistrationRefusedByTheDriverFailsOnlyTheRegisteredArm) {
   std::filesystem::remove(report);
 }
 
+// registered_at_driver: the driver's own answer, asked after the set-up, buffer by buffer.
+TEST(ResourceFault, TheDriverHoldsTheRegisteredArmsMemoryAndNotTheUnregisteredArms) {
+  const std::string report = temp_path("leaks-driver-registration");
+  std::filesystem::remove(report);
+  const Result r = run_bench(small({"--repeats", "1"}, "xpu"), xpu_env(report, {}));
+  expect_no_leftovers();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = driver_result(r.out);
+  EXPECT_EQ(j.at("registered").at("registered_at_driver"), "all");
+  EXPECT_EQ(j.at("registered").at("registration_verified"), true);
+  EXPECT_EQ(j.at("unregistered").at("registered_at_driver"), "none");
+  EXPECT_EQ(j.at("unregistered").at("registration_verified"), false);
+  EXPECT_NE(r.out.find("0 B registered (none, none registered at the driver)"), std::string::npos)
+      << r.out;
+  expect_driver_released_everything(report, j);
+  std::filesystem::remove(report);
+}
+
+// A registration that says yes and registers nothing, the backend's own check bypassed: the
+// arm's check must refuse it rather than time unregistered copies as registered ones.
+TEST(ResourceFault, ARegistrationTheDriverDoesNotHoldFailsTheRegisteredArm) {
+  const std::string report = temp_path("leaks-skip-registration");
+  std::filesystem::remove(report);
+  const Result r = run_bench(small({"--repeats", "1"}, "xpu"),
+                             xpu_env(report, {{"ZOB_TEST_REGISTRATION", "registered:skip"}}));
+  expect_no_leftovers();
+  EXPECT_EQ(r.rc, 1) << r.err;
+  const std::string line = arm_error_line(r, "registered");
+  for (const char* part : {"host memory registration refused", "does not report fp32",
+                           "although its registration returned success"}) {
+    EXPECT_NE(line.find(part), std::string::npos) << part << " missing from: " << line;
+  }
+  const auto j = driver_result(r.out);
+  EXPECT_EQ(j.at("registered").at("ok"), false);
+  EXPECT_EQ(j.at("registered").at("registration_verified"), false);
+  EXPECT_EQ(j.at("unregistered").at("ok"), true) << r.err;
+  EXPECT_EQ(j.at("unregistered").at("registered_at_driver"), "none");
+  expect_driver_released_everything(report, j);
+  std::filesystem::remove(report);
+}
+
+// The unregistered arm's memory registered behind its back (a bug): that arm must fail, not
+// time registered copies under its name; the registration is undone.
+TEST(ResourceFault, TheUnregisteredArmsMemoryRegisteredAtTheDriverFailsThatArm) {
+  const std::string report = temp_path("leaks-extra-registration");
+  std::filesystem::remove(report);
+  const Result r = run_bench(small({"--repeats", "1"}, "xpu"),
+                             xpu_env(report, {{"ZOB_TEST_REGISTRATION", "unregistered:register"}}));
+  expect_no_leftovers();
+  EXPECT_EQ(r.rc, 1) << r.err;
+  const std::string line = arm_error_line(r, "unregistered");
+  for (const char* part :
+       {"reports fp32", "of arm unregistered as registered host memory", "never registers"}) {
+    EXPECT_NE(line.find(part), std::string::npos) << part << " missing from: " << line;
+  }
+  const auto j = driver_result(r.out);
+  EXPECT_EQ(j.at("unregistered").at("ok"), false);
+  EXPECT_EQ(j.at("registered").at("ok"), true) << r.err;
+  EXPECT_EQ(j.at("registered").at("registered_at_driver"), "all");
+  expect_driver_released_everything(report, j);
+  std::filesystem::remove(report);
+}
+
 TEST(ResourceFault, DeviceOutOfMemoryNamesTheBytesAndLeaksNothing) {
   const std::string report = temp_path("leaks-oom");
   std::filesystem::remove(report);

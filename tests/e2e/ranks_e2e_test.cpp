@@ -168,6 +168,26 @@ TEST(RanksE2E, MoreRanksChangeTheResultOneRankIsThePlainRun) {
   EXPECT_FALSE(a.contains("ranks"));
 }
 
+// Another process on a rank's device (ZOB_TEST_DEVICE_SHARED, as NVML's list on a GPU): the
+// ranks ask the device as a one-rank arm does, and no verdict is conclusive over its work.
+TEST(RanksE2E, AnotherProcessOnARanksDeviceIsNamedAndNoVerdictIsConclusive) {
+  const Result alone = run_bench(tiny({"--gpus", "2"}));
+  const Result shared =
+      run_bench(tiny({"--gpus", "2"}), {{"ZOB_TEST_DEVICE_SHARED", "unregistered:1"}});
+  expect_no_leftovers();
+  ASSERT_EQ(alone.rc, 0) << alone.err;
+  ASSERT_EQ(shared.rc, 0) << shared.err;  // both arms still finish
+  EXPECT_EQ(alone.err.find("another process"), std::string::npos) << alone.err;
+  const auto j = driver_result(shared.out);
+  std::string warnings;
+  for (const auto& w : j.at("warnings")) warnings += w.get<std::string>() + "\n";
+  EXPECT_NE(warnings.find("1 other process on the device during arm unregistered"),
+            std::string::npos)
+      << warnings;
+  ASSERT_FALSE(j.at("verdicts").empty()) << shared.out;
+  EXPECT_EQ(j.at("verdicts")[0].at("conclusive"), false);
+}
+
 struct Fault {
   std::string spec;
   std::string expect;

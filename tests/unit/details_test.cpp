@@ -52,6 +52,7 @@ zob::ArmResult arm_run(Rng& rng, zob::Arm arm, int warmup, int steps, std::uint6
   r.param_checksum = fmt::format("{:016x}", numbers());
   r.registration = arm == zob::Arm::registered ? "cudaHostRegister" : "none";
   r.registration_verified = arm == zob::Arm::registered;
+  r.registered_at_driver = arm == zob::Arm::registered ? "all" : "none";
   r.locked_bytes = 8000;
   r.registered_bytes = arm == zob::Arm::registered ? (std::uint64_t{3} << 30) : 0;
   r.register_s = arm == zob::Arm::registered ? rng.uniform(0.1, 0.5) : 0;
@@ -284,9 +285,16 @@ TEST(Report, RegistrationPerGibAndItsLine) {
                        fmt::format("{:.4f} s ({:.3f} s/GiB)", reg.register_s, reg.register_s / 3)),
             std::string::npos)
       << lines;
-  EXPECT_NE(lines.find("registration: unregistered: 8.00 kB locked, 0 B registered (none)\n"),
+  EXPECT_NE(lines.find("registration: unregistered: 8.00 kB locked, 0 B registered (none, none "
+                       "registered at the driver)\n"),
             std::string::npos)
       << lines;
+  // Only the driver's answer says "none registered": an arm that was never asked says nothing.
+  zob::RunResult unasked = run;
+  unasked.arms[1].registered_at_driver = "not-checked";
+  EXPECT_NE(zob::render_registration_lines(unasked).find(
+                "registration: unregistered: 8.00 kB locked, 0 B registered (none)\n"),
+            std::string::npos);
 }
 
 // The hostalloc arm's runtime call comes from the backend table (the report names no backend).

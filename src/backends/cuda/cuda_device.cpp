@@ -253,8 +253,14 @@ std::size_t CudaDevice::memory_peak() const {
 
 Registration CudaDevice::register_host(void* host, std::size_t bytes) {
   bind();
-  const cudaError_t e = cudaHostRegister(host, bytes, cudaHostRegisterDefault);
+  // Both test hooks (cuda_test_fault.hpp): a refusal (ZOB_TEST_CUDA_FAULT=cudaHostRegister:n),
+  // or no call at all taken as a success, which the check below must catch.
+  const bool skip = cuda::test_skip_host_register();
+  const cudaError_t made =
+      skip ? cudaSuccess : cudaHostRegister(host, bytes, cudaHostRegisterDefault);
+  const cudaError_t e = cuda::test_fault(made, "cudaHostRegister");
   if (e != cudaSuccess) {
+    if (made == cudaSuccess && !skip) cudaHostUnregister(host);  // the test's refusal: undo it
     cudaGetLastError();
     throw DeviceError(DeviceErrorKind::registration_refused,
                       "cuda: cudaHostRegister(" + mib(bytes) + ") refused: " + err_text(e) +

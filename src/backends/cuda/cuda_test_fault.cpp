@@ -50,4 +50,12 @@ cudaError_t test_fault(cudaError_t e, const char* call) {
   return s.error;
 }
 
+bool test_skip_host_register() {
+  static const bool skip = [] {
+    const char* v = std::getenv("ZOB_TEST_CUDA_SKIP_REGISTER");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return skip;
+}
+
 }  // namespace zob::cuda
