@@ -227,7 +227,7 @@ StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& me
   }
   b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
   b.host_memory_s = b.host_gb_per_s > 0 ? b.host_bytes / (b.host_gb_per_s * 1e9) : 0;
-  b.physical_s = std::max(b.host_memory_s, b.pcie_s) + b.compute_s;
+  b.physical_s = std::max({b.host_memory_s, b.pcie_s, b.compute_s});
   b.physical_ratio = b.physical_s > 0 ? median(wall) / b.physical_s : 0;
   return b;
 }

@@ -115,7 +115,7 @@ std::uint64_t host_memory_bytes(const StepSample& s) {
 void finish_physical_bound(StepBound& b, double median_wall_s) {
   b.host_gb_per_s = std::max(b.host_gb_per_s, b.probe_gb_per_s);
   b.host_memory_s = b.host_gb_per_s > 0 ? b.host_bytes / (b.host_gb_per_s * 1e9) : 0;
-  b.physical_s = std::max(b.host_memory_s, b.pcie_s) + b.compute_s;
+  b.physical_s = std::max({b.host_memory_s, b.pcie_s, b.compute_s});
   b.physical_ratio = b.physical_s > 0 ? median_wall_s / b.physical_s : 0;
 }
 

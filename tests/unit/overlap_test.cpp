@@ -175,9 +175,10 @@ TEST(StepBound, FromKnownSamples) {
 // The physical bound on a hand-computed case: the host bytes of a step are the bytes of its
 // host phases (the CPU passes and the copies), not the device's compute nor the collectives
 // between devices; their median over the timed steps (the warm-up's must not count) at the
-// probe: 36e9 B at 120 GB/s = 0.3 s, above the 0.2 s link, plus 0.06 s compute = 0.36 s, while
-// the lower bound has Adam's 28e9 B alone: 0.2333 s + 0.06 s. Adam's passes (28e9 B in 0.25 s,
-// 112 GB/s) are slower than the probe, so the probe's rate is the host memory's.
+// probe: 36e9 B at 120 GB/s = 0.3 s, above the 0.2 s link and the 0.06 s compute, so 0.3 s (no
+// resource waits for another), while the lower bound has Adam's 28e9 B alone: 0.2333 s + 0.06 s.
+// Adam's passes (28e9 B in 0.25 s, 112 GB/s) are slower than the probe, so the probe's rate is the
+// host memory's.
 TEST(StepBound, PhysicalFromKnownSamples) {
   ArmResult r;
   r.warmup = 1;
@@ -198,14 +199,18 @@ TEST(StepBound, PhysicalFromKnownSamples) {
   EXPECT_DOUBLE_EQ(b.host_bytes, 36e9);  // steps of 36, 36 and 48 GB
   EXPECT_DOUBLE_EQ(b.host_gb_per_s, 120.0);
   EXPECT_DOUBLE_EQ(b.host_memory_s, 0.3);
-  EXPECT_DOUBLE_EQ(b.physical_s, 0.36);
-  EXPECT_DOUBLE_EQ(b.physical_ratio, 0.60 / 0.36);
+  EXPECT_DOUBLE_EQ(b.physical_s, 0.3);
+  EXPECT_DOUBLE_EQ(b.physical_ratio, 0.60 / 0.3);
   EXPECT_DOUBLE_EQ(b.bound_s, 28.0 / 120.0 + 0.06);  // the lower bound is unchanged
-  // A link slower than the host memory sets the physical bound as it sets the lower one.
+  // A link slower than the host memory sets the physical bound; a compute longer than both sets
+  // it too.
   const StepBound slow = step_detail::step_bound(
       r, {{0.15, 0.50, 0.06}, {0.15, 0.50, 0.06}, {0.15, 0.50, 0.06}}, 120.0, 1'000'000'000);
-  EXPECT_DOUBLE_EQ(slow.physical_s, 0.56);
+  EXPECT_DOUBLE_EQ(slow.physical_s, 0.5);
   EXPECT_DOUBLE_EQ(slow.bound_s, 0.56);
+  const StepBound busy = step_detail::step_bound(
+      r, {{0.15, 0.20, 0.45}, {0.15, 0.20, 0.45}, {0.15, 0.20, 0.45}}, 120.0, 1'000'000'000);
+  EXPECT_DOUBLE_EQ(busy.physical_s, 0.45);
 }
 
 // A probe taken while the host memory was slow (the GPU machine's bandwidth drifts ~20 % within
@@ -229,7 +234,7 @@ TEST(StepBound, FastestAdamPassRaisesTheHostRateAboveASlowProbe) {
   EXPECT_DOUBLE_EQ(b.probe_gb_per_s, 100.0);
   EXPECT_DOUBLE_EQ(b.host_gb_per_s, 140.0);
   EXPECT_DOUBLE_EQ(b.host_memory_s, 36e9 / 140e9);
-  EXPECT_DOUBLE_EQ(b.physical_s, 36e9 / 140e9 + 0.01);
+  EXPECT_DOUBLE_EQ(b.physical_s, 36e9 / 140e9);
   EXPECT_DOUBLE_EQ(b.adam_s, 0.28);  // 28e9 B at the probe's 100 GB/s
 }
 
@@ -290,13 +295,10 @@ TEST(Overlap, BoundIsBuiltFromPartsThatCannotOverlap) {
       EXPECT_GE(b.host_bytes, 28 * P);
       EXPECT_DOUBLE_EQ(b.host_gb_per_s, std::max(b.probe_gb_per_s, fastest_adam));
       EXPECT_DOUBLE_EQ(b.host_memory_s, b.host_bytes / (b.host_gb_per_s * 1e9));
-      EXPECT_DOUBLE_EQ(b.physical_s, std::max(b.host_memory_s, b.pcie_s) + b.compute_s);
-      // At the same host rate the physical bound is never below the lower one (host_bytes
-      // holds Adam's bytes); at the probe's rate the lower one may be higher when a pass beat
-      // the probe.
-      const double lower_at_host_rate =
-          std::max(28 * P / (b.host_gb_per_s * 1e9), b.pcie_s) + b.compute_s;
-      EXPECT_GE(b.physical_s * (1 + 1e-12), lower_at_host_rate);
+      // Each resource's own work: the host memory (every host byte, Adam's among them), each
+      // link direction, the device's compute; the busiest one is the bound.
+      EXPECT_GE(b.host_memory_s * (1 + 1e-12), 28 * P / (b.host_gb_per_s * 1e9));
+      EXPECT_DOUBLE_EQ(b.physical_s, std::max({b.host_memory_s, b.pcie_s, b.compute_s}));
       EXPECT_GT(b.physical_ratio, 0);
     }
   }

@@ -179,7 +179,7 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
   EXPECT_DOUBLE_EQ(m.bound.host_bytes, host_bytes);
   EXPECT_DOUBLE_EQ(m.bound.host_gb_per_s, host_rate);
   EXPECT_DOUBLE_EQ(m.bound.host_memory_s, host_bytes / (host_rate * 1e9));
-  EXPECT_DOUBLE_EQ(m.bound.physical_s, std::max(host_bytes / (host_rate * 1e9), link) + compute);
+  EXPECT_DOUBLE_EQ(m.bound.physical_s, std::max({host_bytes / (host_rate * 1e9), link, compute}));
   EXPECT_DOUBLE_EQ(m.bound.physical_ratio, group[1] / m.bound.physical_s);
 }
 
