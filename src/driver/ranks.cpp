@@ -292,10 +292,19 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
   if (first_failed < 0) {
     m = merge_completed(config, results);
   } else {
-    // The rank at fault: the one the abort flag names, else the first one that failed.
+    // The rank at fault: one killed by a signal the launcher did not send (the root cause: its
+    // peers' collective errors follow from it, and on the H200 NCCL's "remote process exited"
+    // in rank 0 raised the abort flag before rank 1's SIGKILL was reaped), else the one the
+    // abort flag names, else the first one that failed.
     std::size_t at = static_cast<std::size_t>(first_failed);
     if (culprit >= 0 && static_cast<std::size_t>(culprit) < ranks.size())
       at = static_cast<std::size_t>(culprit);
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i].term_signal != 0 && !ranks[i].killed_by_launcher) {
+        at = i;
+        break;
+      }
+    }
     // A culprit the launcher had to kill (it hung) is described by the abort reason: "rank 1
     // did not reach barrier 9 of the collectives within 10 s".
     std::string why = summary[at].error;

@@ -118,8 +118,41 @@ TEST(RanksMerge, FailureNamesTheCulpritRank) {
   EXPECT_FALSE(m.ranks[1].ok);
   EXPECT_FALSE(m.ranks[2].ok);
   // without a culprit from the abort flag: the first rank that failed
-  const auto m2 = merge_rank_results(cfg(3), Arm::registered, {ok0, o2, dead}, -1, "");
-  EXPECT_NE(m2.error.find("rank 2 of 3 (pid 102"), std::string::npos) << m2.error;
+  RankOutcome o1 = outcome(1, stopped);
+  o1.exit_code = 1;
+  const auto m2 = merge_rank_results(cfg(3), Arm::registered, {ok0, o1, o2}, -1, "");
+  EXPECT_EQ(m2.error.rfind("rank 1 of 3 (pid 101", 0), 0u) << m2.error;
+  const auto m3 = merge_rank_results(cfg(3), Arm::registered, {ok0, o1, o2}, 2, "");
+  EXPECT_EQ(m3.error.rfind("rank 2 of 3 (pid 102", 0), 0u) << m3.error;
+}
+
+// A rank killed by a signal the launcher did not send is the root cause, even when a peer's
+// collective error raised the abort flag first (measured on the H200: rank 0's NCCL all-gather
+// failed with "remote process exited" before rank 1's SIGKILL was reaped). The peer says where
+// it was waiting.
+TEST(RanksMerge, ARankKilledBySignalIsNamedOverThePeerWhoseCollectiveFailed) {
+  ArmResult peer = rank_result(0, {1}, "");
+  peer.ok = false;
+  peer.error = "rank 0: NCCL ncclAllGather failed: remote process exited";
+  peer.failed_step = 3;
+  peer.failed_phase = "all_gather";
+  RankOutcome o0 = outcome(0, peer);
+  o0.exit_code = 1;
+  RankOutcome dead;
+  dead.rank = 1;
+  dead.pid = 101;
+  dead.term_signal = 9;
+  const auto m = merge_rank_results(cfg(2), Arm::registered, {o0, dead}, 0, "");
+  EXPECT_EQ(
+      m.error.rfind("rank 1 of 2 (pid 101, device cpu:0) failed: killed by signal SIGKILL", 0), 0u)
+      << m.error;
+  EXPECT_NE(m.error.find("rank 0 was then in step 3 of"), std::string::npos) << m.error;
+  EXPECT_EQ(m.failed_step, 3);
+  EXPECT_EQ(m.failed_phase, "all_gather");
+  // A rank the launcher itself killed (it hung after a failure) is not a root cause.
+  dead.killed_by_launcher = true;
+  const auto m2 = merge_rank_results(cfg(2), Arm::registered, {o0, dead}, 0, "");
+  EXPECT_EQ(m2.error.rfind("rank 0 of 2", 0), 0u) << m2.error;
 }
 
 TEST(RanksMerge, CollectiveTimeoutIsHalfTheArmTimeoutAtMost120) {
