@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_model_kernels.hpp"
+#include "backends/cuda/cuda_tensor_ops.hpp"
 #include "zob/errors.hpp"
 
 namespace zob {
@@ -151,6 +152,42 @@ void CudaDevice::silu_mul_backward(const bf16* dout, const bf16* gate, const bf1
   check_launch(
       cuda::launch_silu_mul_backward(dout, gate, up, dgate, dup, n, stream(Queue::compute)),
       "silu_mul_backward", std::to_string(n));
+}
+
+namespace {
+
+cuda::View cuda_view(const TensorView& v) {
+  cuda::View c{v.data, v.dtype == DType::f32 ? 1 : 0, {}, {}};
+  for (int d = 0; d < kViewDims; ++d) {
+    c.size[d] = v.size[d];
+    c.stride[d] = v.stride[d];
+  }
+  return c;
+}
+
+void check_view(const char* call, const std::string& why) {
+  if (!why.empty())
+    throw DeviceError(DeviceErrorKind::runtime, std::string("cuda: ") + call + ": " + why);
+}
+
+}  // namespace
+
+void CudaDevice::elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
+                             const TensorView& b, float scalar) {
+  check_view("elementwise", elementwise_problem(op, out, a, b));
+  bind();
+  check_launch(
+      cuda::launch_elementwise(static_cast<std::int32_t>(op), cuda_view(out), cuda_view(a),
+                               cuda_view(is_binary(op) ? b : a), scalar, stream(Queue::compute)),
+      "elementwise", std::to_string(out.elements()));
+}
+
+void CudaDevice::reduce_last(const TensorView& out, const TensorView& in, float scale) {
+  check_view("reduce_last", reduce_last_problem(out, in));
+  bind();
+  check_launch(
+      cuda::launch_reduce_last(cuda_view(out), cuda_view(in), scale, stream(Queue::compute)),
+      "reduce_last", std::to_string(out.elements()));
 }
 
 }  // namespace zob
