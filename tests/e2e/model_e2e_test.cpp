@@ -87,6 +87,60 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelE2E,
                            return name + "_" + std::to_string(std::get<1>(info.param)) + "gpus";
                          });
 
+// --schedule deepspeed's decoder is eager PyTorch's kernel sequence: every module's Device
+// calls, counted through the Device in a real CPU-device run, equal the plan's (device_ops),
+// in both loops and with 2 ranks (rank 0's); per layer they are eager's counts of
+// results/h200/2026-12-02-deepspeed-account/eager-kernels.md less what the tool does not
+// issue itself (cuBLAS's workspace memsets: 2 forward and 4 backward per layer, 3 more
+// backward with q/k/v biases) and with its explicit attention in place of cuDNN's sdpa
+// (6 calls forward against 2, 8 backward against 6): Llama 41 - 2 + 4 = 43 forward,
+// 84 - 4 + 2 = 82 backward; Qwen2 with biases 41 - 2 + 4 + 3 bias adds = 46 (eager adds them
+// in the gemm's epilogue), 90 - 7 + 2 = 85. The module math copies nothing.
+TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
+  struct Case {
+    const char* fixture;
+    std::int64_t layer_forward, layer_backward, embedding_backward;
+  };
+  for (const Case& c :
+       {Case{"tiny-qwen2", 46, 85, 2}, Case{"tiny-llama-tied/config.json", 43, 82, 3}}) {
+    for (const char* gpus : {"1", "2"}) {
+      for (const bool offload : {false, true}) {
+        SCOPED_TRACE(std::string(c.fixture) + " gpus " + gpus + (offload ? " offload" : ""));
+        std::vector<std::string> args{"--device",   "cpu",       "--model",  fixture(c.fixture),
+                                      "--schedule", "deepspeed", "--arms",   "registered",
+                                      "--batch",    "2",         "--seq",    "5",
+                                      "--steps",    "1",         "--warmup", "0",
+                                      "--threads",  "2",         "--gpus",   gpus};
+        if (offload) args.push_back("--offload-param");
+        const BenchRun r = run_bench(args);
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const nlohmann::json d = driver_result(r);
+        ASSERT_FALSE(d.is_null()) << r.out;
+        const nlohmann::json& ops = d.at("registered").at("device_ops");
+        ASSERT_EQ(ops.size(), 4u);  // embedding, 2 layers, head
+        for (const auto& m : ops) {
+          SCOPED_TRACE(m.at("module").get<std::string>());
+          EXPECT_EQ(m.at("kernels"), m.at("plan"));
+          EXPECT_EQ(m.at("copies"), nlohmann::json::array({0, 0}));
+        }
+        for (const std::size_t layer : {std::size_t{1}, std::size_t{2}}) {
+          EXPECT_EQ(ops[layer].at("plan"),
+                    nlohmann::json::array({c.layer_forward, c.layer_backward}));
+        }
+        EXPECT_EQ(ops[0].at("plan"), nlohmann::json::array({1, c.embedding_backward}));
+        // The final norm (8 / 16), lm_head, the sum; its backward: the sum's fill, 2 gemms.
+        EXPECT_EQ(ops[3].at("plan"), nlohmann::json::array({10, 19}));
+      }
+    }
+  }
+  // stock keeps the fused decoder and states nothing.
+  const BenchRun r = run_bench({"--device", "cpu", "--model", fixture("tiny-qwen2"), "--schedule",
+                                "stock", "--arms", "registered", "--batch", "2", "--seq", "5",
+                                "--steps", "1", "--warmup", "0", "--threads", "2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(driver_result(r).at("registered").contains("device_ops"));
+}
+
 TEST(ModelE2EFacts, BuiltinDryRunRecordsTheArchitecture) {
   const std::string json = ::testing::TempDir() + "zob_model_dry_run.json";
   std::remove(json.c_str());
