@@ -131,6 +131,39 @@ inline bool is_binary(ElementwiseOp op) {
          op == ElementwiseOp::silu_backward || op == ElementwiseOp::cat_last;
 }
 
+// Rewrites views that share their sizes in the first `dims` dimensions (every operand of an
+// elementwise op but cat_last: 6; of reduce_last and cat_last: 5, the last dimension kept) so
+// that those dimensions are fewest: size-1 dimensions dropped, neighbours that every view walks
+// contiguously (outer stride = inner stride * inner size) merged, right-aligned. The same
+// elements in the same order, with fewer index divisions per element (PyTorch's
+// TensorIterator coalesces the same way). At most 4 views. Returns the dimensions left in use
+// (0..dims).
+inline int coalesce_views(TensorView* const* views, int count, int dims) {
+  std::int64_t size[kViewDims] = {}, stride[kViewDims][4] = {};
+  int used = 0;  // merged dimensions, innermost first
+  for (int d = dims - 1; d >= 0; --d) {
+    const std::int64_t n = views[0]->size[d];
+    if (n == 1) continue;
+    bool merges = used > 0;
+    for (int v = 0; v < count && merges; ++v)
+      merges = views[v]->stride[d] == stride[used - 1][v] * size[used - 1];
+    if (merges) {
+      size[used - 1] *= n;
+    } else {
+      size[used] = n;
+      for (int v = 0; v < count; ++v) stride[used][v] = views[v]->stride[d];
+      ++used;
+    }
+  }
+  for (int i = 0; i < dims; ++i) {  // merged dimension i (innermost first) lands at dims - 1 - i
+    for (int v = 0; v < count; ++v) {
+      views[v]->size[dims - 1 - i] = i < used ? size[i] : 1;
+      views[v]->stride[dims - 1 - i] = i < used ? stride[i][v] : 0;
+    }
+  }
+  return used;
+}
+
 // Why a view cannot be an operand ("" when it can): an unknown dtype, a negative size, no
 // data for a non-empty view, or (`shape`, when given) sizes that differ from it in the first
 // `dims` dimensions. Every backend checks its operands with this before it launches.

@@ -65,9 +65,13 @@ void check_reduce_last(const TensorView& out, const TensorView& in) {
   if (!why.empty()) throw DeviceError(DeviceErrorKind::runtime, "reduce_last: " + why);
 }
 
-void elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a, const TensorView& b,
-                 float scalar, ThreadPool* pool) {
-  check_elementwise(op, out, a, b);
+void elementwise(ElementwiseOp op, const TensorView& out_view, const TensorView& a_view,
+                 const TensorView& b_view, float scalar, ThreadPool* pool) {
+  check_elementwise(op, out_view, a_view, b_view);
+  // Coalesced as every backend may (device.hpp): the same elements, in the same order.
+  TensorView out = out_view, a = a_view, b = is_binary(op) ? b_view : a_view;
+  TensorView* views[] = {&out, &a, &b};
+  coalesce_views(views, 3, op == ElementwiseOp::cat_last ? kViewDims - 1 : kViewDims);
   if (op == ElementwiseOp::cat_last) {
     run(out.elements(), pool, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i)
@@ -85,8 +89,12 @@ void elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a, c
   });
 }
 
-void reduce_last(const TensorView& out, const TensorView& in, float scale, ThreadPool* pool) {
-  check_reduce_last(out, in);
+void reduce_last(const TensorView& out_view, const TensorView& in_view, float scale,
+                 ThreadPool* pool) {
+  check_reduce_last(out_view, in_view);
+  TensorView out = out_view, in = in_view;
+  TensorView* views[] = {&out, &in};
+  coalesce_views(views, 2, kViewDims - 1);
   const int outer = kViewDims - 1;
   const std::int64_t n = in.size[outer], step = in.stride[outer];
   run(out.elements(), pool, [&](std::int64_t begin, std::int64_t end) {

@@ -175,18 +175,24 @@ void check_view(const char* call, const std::string& why) {
 void CudaDevice::elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
                              const TensorView& b, float scalar) {
   check_view("elementwise", elementwise_problem(op, out, a, b));
+  TensorView o = out, x = a, y = is_binary(op) ? b : a;
+  TensorView* views[] = {&o, &x, &y};
+  const int dims = op == ElementwiseOp::cat_last ? kViewDims - 1 : kViewDims;
+  const int lo = dims - coalesce_views(views, 3, dims);
   bind();
-  check_launch(
-      cuda::launch_elementwise(static_cast<std::int32_t>(op), cuda_view(out), cuda_view(a),
-                               cuda_view(is_binary(op) ? b : a), scalar, stream(Queue::compute)),
-      "elementwise", std::to_string(out.elements()));
+  check_launch(cuda::launch_elementwise(static_cast<std::int32_t>(op), cuda_view(o), cuda_view(x),
+                                        cuda_view(y), scalar, lo, stream(Queue::compute)),
+               "elementwise", std::to_string(out.elements()));
 }
 
 void CudaDevice::reduce_last(const TensorView& out, const TensorView& in, float scale) {
   check_view("reduce_last", reduce_last_problem(out, in));
+  TensorView o = out, x = in;
+  TensorView* views[] = {&o, &x};
+  const int lo = kViewDims - 1 - coalesce_views(views, 2, kViewDims - 1);
   bind();
   check_launch(
-      cuda::launch_reduce_last(cuda_view(out), cuda_view(in), scale, stream(Queue::compute)),
+      cuda::launch_reduce_last(cuda_view(o), cuda_view(x), scale, lo, stream(Queue::compute)),
       "reduce_last", std::to_string(out.elements()));
 }
 

@@ -45,12 +45,16 @@ __device__ __forceinline__ void store(const View& v, std::int64_t at, float f) {
   static_cast<std::uint16_t*>(const_cast<void*>(v.data))[at] = static_cast<std::uint16_t>(u);
 }
 
-__device__ __forceinline__ std::int64_t offset_of(const View& v, std::int64_t i, int dims) {
+// The element offset in v of linear index i over dimensions [lo, hi) of v's sizes. I: 32-bit
+// unsigned where every index fits (a 64-bit division is many times a 32-bit one).
+template <typename I>
+__device__ __forceinline__ std::int64_t offset_of(const View& v, I i, int lo, int hi) {
   std::int64_t at = 0;
-  for (int d = dims - 1; d >= 0; --d) {
-    const std::int64_t n = v.size[d];
-    at += (i % n) * v.stride[d];
-    i /= n;
+  for (int d = hi - 1; d >= lo; --d) {
+    const I n = static_cast<I>(v.size[d]);
+    const I q = i / n;
+    at += static_cast<std::int64_t>(i - q * n) * v.stride[d];
+    i = q;
   }
   return at;
 }
@@ -77,44 +81,52 @@ __device__ __forceinline__ float op_value(std::int32_t op, float a, float b, flo
 }
 
 // cat_last (op 11): out's element i from a or b, at the offset of out's index in it.
-__global__ void cat_last_kernel(View out, View a, View b, std::int64_t n) {
+template <typename I>
+__global__ void cat_last_kernel(View out, View a, View b, I n, int lo) {
   const int last = kViewDims - 1;
-  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
-    const std::int64_t k = i % out.size[last], rest = i / out.size[last];
-    const std::int64_t na = a.size[last];
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I width = static_cast<I>(out.size[last]);
+    const I rest = i / width, k = i - rest * width;
+    const I na = static_cast<I>(a.size[last]);
     const View& v = k < na ? a : b;
-    const float x = load(v, offset_of(v, rest, last) + (k < na ? k : k - na) * v.stride[last]);
-    store(out, offset_of(out, i, kViewDims), x);
+    const float x = load(v, offset_of(v, rest, lo, last) +
+                                static_cast<std::int64_t>(k < na ? k : k - na) * v.stride[last]);
+    store(out, offset_of(out, i, lo, kViewDims), x);
   }
 }
 
+template <typename I>
 __global__ void elementwise_kernel(std::int32_t op, View out, View a, View b, bool binary,
-                                   float scalar, std::int64_t n) {
-  for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
-    const float x = load(a, offset_of(a, i, kViewDims));
-    const float y = binary ? load(b, offset_of(b, i, kViewDims)) : 0.0f;
-    store(out, offset_of(out, i, kViewDims), op_value(op, x, y, scalar));
+                                   float scalar, I n, int lo) {
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const float x = load(a, offset_of(a, i, lo, kViewDims));
+    const float y = binary ? load(b, offset_of(b, i, lo, kViewDims)) : 0.0f;
+    store(out, offset_of(out, i, lo, kViewDims), op_value(op, x, y, scalar));
   }
 }
 
 // One warp per output: lane l sums j = l, l+32, ... ascending, then a butterfly.
-__global__ void reduce_last_kernel(View out, View in, float scale, std::int64_t outputs) {
+template <typename I>
+__global__ void reduce_last_kernel(View out, View in, float scale, I outputs, int lo) {
   const int lane = threadIdx.x & 31;
-  const std::int64_t warps = std::int64_t{gridDim.x} * (blockDim.x / 32);
+  const I warps = static_cast<I>(gridDim.x) * (blockDim.x / 32);
   const int outer = kViewDims - 1;
   const std::int64_t n = in.size[outer], step = in.stride[outer];
-  for (std::int64_t i = std::int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32;
-       i < outputs; i += warps) {
-    const std::int64_t base = offset_of(in, i, outer);
+  for (I i = static_cast<I>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < outputs;
+       i += warps) {
+    const std::int64_t base = offset_of(in, i, lo, outer);
     float acc = 0.0f;
     for (std::int64_t j = lane; j < n; j += 32) acc += load(in, base + j * step);
     for (int offset = 16; offset > 0; offset >>= 1)
       acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-    if (lane == 0) store(out, offset_of(out, i, outer), __fmul_rn(scale, acc));
+    if (lane == 0) store(out, offset_of(out, i, lo, outer), __fmul_rn(scale, acc));
   }
 }
+
+// 32-bit indices where n (and the grid's stride past it) fits.
+bool fits_32(std::int64_t n) { return n < (std::int64_t{1} << 31); }
 
 std::int64_t elements(const View& v) {
   std::int64_t n = 1;
@@ -125,22 +137,41 @@ std::int64_t elements(const View& v) {
 }  // namespace
 
 cudaError_t launch_elementwise(std::int32_t op, const View& out, const View& a, const View& b,
-                               float scalar, cudaStream_t stream) {
+                               float scalar, int lo, cudaStream_t stream) {
   const std::int64_t n = elements(out);
   if (n <= 0) return cudaSuccess;
+  const unsigned grid = grid_for(n);
   if (op == 11) {
-    cat_last_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, a, b, n);
+    if (fits_32(n)) {
+      cat_last_kernel<std::uint32_t>
+          <<<grid, kThreads, 0, stream>>>(out, a, b, static_cast<std::uint32_t>(n), lo);
+    } else {
+      cat_last_kernel<std::int64_t><<<grid, kThreads, 0, stream>>>(out, a, b, n, lo);
+    }
     return cudaGetLastError();
   }
   const bool binary = op == 2 || op == 3 || op == 10;
-  elementwise_kernel<<<grid_for(n), kThreads, 0, stream>>>(op, out, a, b, binary, scalar, n);
+  if (fits_32(n)) {
+    elementwise_kernel<std::uint32_t><<<grid, kThreads, 0, stream>>>(
+        op, out, a, b, binary, scalar, static_cast<std::uint32_t>(n), lo);
+  } else {
+    elementwise_kernel<std::int64_t>
+        <<<grid, kThreads, 0, stream>>>(op, out, a, b, binary, scalar, n, lo);
+  }
   return cudaGetLastError();
 }
 
-cudaError_t launch_reduce_last(const View& out, const View& in, float scale, cudaStream_t stream) {
+cudaError_t launch_reduce_last(const View& out, const View& in, float scale, int lo,
+                               cudaStream_t stream) {
   const std::int64_t outputs = elements(out);
   if (outputs <= 0) return cudaSuccess;
-  reduce_last_kernel<<<grid_for(outputs * 32), kThreads, 0, stream>>>(out, in, scale, outputs);
+  const unsigned grid = grid_for(outputs * 32);
+  if (fits_32(outputs * 32)) {
+    reduce_last_kernel<std::uint32_t>
+        <<<grid, kThreads, 0, stream>>>(out, in, scale, static_cast<std::uint32_t>(outputs), lo);
+  } else {
+    reduce_last_kernel<std::int64_t><<<grid, kThreads, 0, stream>>>(out, in, scale, outputs, lo);
+  }
   return cudaGetLastError();
 }
 

@@ -16,9 +16,11 @@ struct View {
   std::int64_t stride[kViewDims];
 };
 
-// op: zob::ElementwiseOp's value.
+// op: zob::ElementwiseOp's value; lo: the first dimension in use (the views coalesced by
+// zob::coalesce_views, dimensions before lo of size 1).
 cudaError_t launch_elementwise(std::int32_t op, const View& out, const View& a, const View& b,
-                               float scalar, cudaStream_t stream);
-cudaError_t launch_reduce_last(const View& out, const View& in, float scale, cudaStream_t stream);
+                               float scalar, int lo, cudaStream_t stream);
+cudaError_t launch_reduce_last(const View& out, const View& in, float scale, int lo,
+                               cudaStream_t stream);
 
 }  // namespace zob::cuda
