@@ -7,6 +7,8 @@
 #include <initializer_list>
 #include <vector>
 
+#include "zob/step.hpp"
+
 namespace zob::step_detail {
 namespace {
 
@@ -285,3 +287,20 @@ void EagerDecoder::sum_repeats(const bf16* g, bf16* out, bool token_major) const
 }
 
 }  // namespace zob::step_detail
+
+namespace zob {
+
+std::optional<PlannedDeviceOps> planned_device_ops(const RunConfig& config) {
+  if (config.schedule != Schedule::deepspeed || !config.model.decoder()) return std::nullopt;
+  const step_detail::EagerOpCounts n = step_detail::eager_op_counts(config);
+  PlannedDeviceOps p;
+  p.embedding[0] = n.embedding_forward;
+  p.embedding[1] = n.embedding_backward;
+  p.layer[0] = n.layer_forward;
+  p.layer[1] = n.layer_backward;
+  p.head[0] = n.head_forward;
+  p.head[1] = n.head_backward;
+  return p;
+}
+
+}  // namespace zob

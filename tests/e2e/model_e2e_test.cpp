@@ -141,6 +141,35 @@ TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
   EXPECT_FALSE(driver_result(r).at("registered").contains("device_ops"));
 }
 
+// The plan for the two models of eager-kernels.md, from their configs, without running them:
+// DRIVERRESULT's device_ops_plan in the dry run's document (plan.device_ops) and its text line.
+TEST(ModelE2EFacts, DeepSpeedDryRunStatesTheEagerDecodersDeviceOps) {
+  struct Case {
+    const char* config;
+    std::int64_t layer_forward, layer_backward;
+  };
+  for (const Case& c : {Case{"Llama-3.2-3B.json", 43, 82}, Case{"Qwen2.5-1.5B.json", 46, 85}}) {
+    SCOPED_TRACE(c.config);
+    const std::string json = ::testing::TempDir() + "zob_eager_ops_dry_run.json";
+    std::remove(json.c_str());
+    const BenchRun r = run_bench({"--device", "cpu", "--model",
+                                  std::string(ZOB_SOURCE_DIR) + "/bench/models/configs/" + c.config,
+                                  "--schedule", "deepspeed", "--batch", "4", "--seq", "512",
+                                  "--dry-run", "--skip-preflight", "--json", json});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("each layer " + std::to_string(c.layer_forward) + " / " +
+                         std::to_string(c.layer_backward)),
+              std::string::npos)
+        << r.out;
+    std::ifstream in(json);
+    ASSERT_TRUE(in) << "no --json file";
+    const nlohmann::json ops = nlohmann::json::parse(in).at("plan").at("device_ops");
+    EXPECT_EQ(ops.at("layer"), nlohmann::json::array({c.layer_forward, c.layer_backward}));
+    EXPECT_EQ(ops.at("head"), nlohmann::json::array({10, 19}));
+    EXPECT_EQ(ops.at("embedding"), nlohmann::json::array({1, 3}));  // both tie the head
+  }
+}
+
 TEST(ModelE2EFacts, BuiltinDryRunRecordsTheArchitecture) {
   const std::string json = ::testing::TempDir() + "zob_model_dry_run.json";
   std::remove(json.c_str());
