@@ -3,9 +3,12 @@
 // decoder's own view shapes at a size of many blocks: a transposed bf16 input, fp32 row
 // broadcasts, a column broadcast, a half-row slice, cat_last, GQA's repeat (stride 0) and the
 // sum over its repeats into a token-major output, a mean over rows. Tolerances: bit-exact, except
-// the ops with expf / sqrtf (silu, silu_backward, rsqrt): 1 bf16 ulp. Every op twice: the same
+// the ops with expf / sqrtf (silu, silu_backward, rsqrt): 1 bf16 ulp, and the mean (a warp's
+// order, not the CPU's: 2^-20 of the row's magnitude). Every elementwise op twice: the same
 // bits (deterministic).
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "backends/cpu/cpu_tensor_ops.hpp"
 #include "gpu_test_util.hpp"
@@ -78,7 +81,7 @@ TEST(CudaTensorOps, EveryOpMatchesTheCpuReferenceOnTheEagerDecodersViews) {
     expect_within_ulps(again.download(), g, 0, "elementwise twice");
   }
   // The sum over H of [B, H, S, D] seen as [B, S, D, H] (GQA's repeats) into token-major
-  // [B, S, D]; a mean over D rows into fp32. Row sums: the warp's order, not the CPU's: 1 ulp.
+  // [B, S, D] (a thread per output, the CPU's order: bit-exact); a mean over D rows into fp32.
   std::vector<bf16> sum_want(sz(B * S * D));
   DeviceBuffer<bf16> sum_got(dev, sz(B * S * D));
   const std::vector<std::int64_t> out_sz{B, S, D, 1}, out_st{S * D, D, 1, 0};
@@ -87,7 +90,21 @@ TEST(CudaTensorOps, EveryOpMatchesTheCpuReferenceOnTheEagerDecodersViews) {
                    tview(y.data(), DType::bf16, in_sz, in_st), 1.0f, nullptr);
   dev.reduce_last(tview(sum_got.get(), DType::bf16, out_sz, out_st),
                   tview(dy.get(), DType::bf16, in_sz, in_st), 1.0f);
-  expect_within_ulps(sum_got.download(), sum_want, 1, "sum over repeats");
+  expect_within_ulps(sum_got.download(), sum_want, 0, "sum over repeats");
+  std::vector<float> mean_want(sz(B * H * S));
+  DeviceBuffer<float> mean_got(dev, sz(B * H * S));
+  const std::vector<std::int64_t> mean_out{B * H * S, 1}, mean_out_st{1, 0};
+  const std::vector<std::int64_t> mean_in{B * H * S, D}, mean_in_st{D, 1};
+  cpu::reduce_last(tview(mean_want.data(), DType::f32, mean_out, mean_out_st),
+                   tview(y.data(), DType::bf16, mean_in, mean_in_st), 1.0f / D, nullptr);
+  dev.reduce_last(tview(mean_got.get(), DType::f32, mean_out, mean_out_st),
+                  tview(dy.get(), DType::bf16, mean_in, mean_in_st), 1.0f / D);
+  const auto mg = mean_got.download();
+  for (std::size_t i = 0; i < mg.size(); ++i) {  // another order: within 2^-20 of the magnitudes
+    double mag = 0;
+    for (std::int64_t d = 0; d < D; ++d) mag += std::fabs(bf16_to_f32(y[i * sz(D) + sz(d)]));
+    ASSERT_NEAR(mg[i], mean_want[i], mag / D * 0x1p-20) << "mean row " << i;
+  }
 }
 
 }  // namespace

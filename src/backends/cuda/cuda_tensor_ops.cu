@@ -1,9 +1,10 @@
 // The CUDA backend's generic strided tensor kernels (cuda_tensor_ops.hpp): one thread per
-// output element for elementwise (as PyTorch's elementwise_kernel with its offset calculator),
-// one warp per output for reduce_last (each lane a fixed strided subsequence, then a fixed
-// butterfly: deterministic). The fp32 expressions are those of the CPU reference
-// (src/backends/cpu/cpu_tensor_ops.hpp, tensor_op_value), with __fmul_rn / __fadd_rn where nvcc
-// would otherwise contract a product and an add into one fma.
+// output element for elementwise (as PyTorch's elementwise_kernel with its offset calculator);
+// reduce_last over a contiguous last dimension one warp per output (each lane a fixed strided
+// subsequence, then a fixed butterfly: deterministic), over a strided one a thread per output. The
+// fp32 expressions are those of the CPU reference (src/backends/cpu/cpu_tensor_ops.hpp,
+// tensor_op_value), with __fmul_rn / __fadd_rn where nvcc would otherwise contract a product and an
+// add into one fma.
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -125,6 +126,22 @@ __global__ void reduce_last_kernel(View out, View in, float scale, I outputs, in
   }
 }
 
+// One thread per output, j ascending (the CPU reference's order): for a strided last dimension
+// (a column sum, GQA's repeats), where neighbouring outputs are neighbours in memory and a
+// warp's loads stay coalesced; a warp per output would scatter them.
+template <typename I>
+__global__ void reduce_strided_kernel(View out, View in, float scale, I outputs, int lo) {
+  const int outer = kViewDims - 1;
+  const std::int64_t n = in.size[outer], step = in.stride[outer];
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < outputs;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const std::int64_t base = offset_of(in, i, lo, outer);
+    float acc = 0.0f;
+    for (std::int64_t j = 0; j < n; ++j) acc += load(in, base + j * step);
+    store(out, offset_of(out, i, lo, outer), __fmul_rn(scale, acc));
+  }
+}
+
 // 32-bit indices where n (and the grid's stride past it) fits.
 bool fits_32(std::int64_t n) { return n < (std::int64_t{1} << 31); }
 
@@ -165,6 +182,17 @@ cudaError_t launch_reduce_last(const View& out, const View& in, float scale, int
                                cudaStream_t stream) {
   const std::int64_t outputs = elements(out);
   if (outputs <= 0) return cudaSuccess;
+  if (in.stride[kViewDims - 1] != 1) {
+    const unsigned grid = grid_for(outputs);
+    if (fits_32(outputs)) {
+      reduce_strided_kernel<std::uint32_t>
+          <<<grid, kThreads, 0, stream>>>(out, in, scale, static_cast<std::uint32_t>(outputs), lo);
+    } else {
+      reduce_strided_kernel<std::int64_t>
+          <<<grid, kThreads, 0, stream>>>(out, in, scale, outputs, lo);
+    }
+    return cudaGetLastError();
+  }
   const unsigned grid = grid_for(outputs * 32);
   if (fits_32(outputs * 32)) {
     reduce_last_kernel<std::uint32_t>
