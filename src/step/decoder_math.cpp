@@ -99,7 +99,7 @@ DecoderSizes decoder_sizes(const RunConfig& c) {
     s.tied_grad = 2 * static_cast<std::uint64_t>(c.model.vocab) * d.h;
   if (c.schedule == Schedule::deepspeed) {
     s.eager = eager_saved_bytes_per_layer(c) * static_cast<std::uint64_t>(c.model.layers) +
-              padded(2 * d.T * d.h) + eager_scratch_bytes(c);
+              padded(2 * d.T * d.h) + padded(4 * d.T * d.h) + eager_scratch_bytes(c);
   }
   return s;
 }
@@ -199,36 +199,40 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   eager_ = c.schedule == Schedule::deepspeed;
   if (eager_) {
     const std::uint64_t per_layer = eager_saved_bytes_per_layer(c);
-    eager_saved_ =
-        DeviceBuffer(dev, per_layer * static_cast<std::uint64_t>(n_) + padded(2 * d.T * d.h));
-    xhat_f_ = b(eager_saved_.as<char>(), per_layer * static_cast<std::uint64_t>(n_));
+    const std::uint64_t layers = per_layer * static_cast<std::uint64_t>(n_);
+    eager_saved_ = DeviceBuffer(dev, layers + padded(2 * d.T * d.h) + padded(4 * d.T * d.h));
+    xhat_f_ = b(eager_saved_.as<char>(), layers);
+    x32_f_ = reinterpret_cast<float*>(eager_saved_.as<char>() + layers + padded(2 * d.T * d.h));
     eager_scratch_ = DeviceBuffer(dev, eager_scratch_bytes(c));
     eager_math_ = EagerDecoder(dev, c, eager_scratch_.as<void>());
   }
 }
 
-// Layer i's eager tensors: xhat1 and xhat2 [T,h], sg [T,F], at i * the per-layer bytes.
+// Layer i's eager tensors: x32_1 and x32_2 [T,h] fp32, xhat1 and xhat2 [T,h], sg [T,F], at
+// i * the per-layer bytes (eager_saved_bytes_per_layer).
 DecoderMath::EagerSaved DecoderMath::eager_saved(std::int64_t layer) const {
   const std::uint64_t th = static_cast<std::uint64_t>(T_ * h_);
-  const std::uint64_t stride = 2 * padded(2 * th) + padded(2 * static_cast<std::uint64_t>(T_ * F_));
+  const std::uint64_t f32 = padded(4 * th), b16 = padded(2 * th);
+  const std::uint64_t stride = 2 * f32 + 2 * b16 + padded(2 * static_cast<std::uint64_t>(T_ * F_));
   char* at = eager_saved_.as<char>() + static_cast<std::uint64_t>(layer) * stride;
-  return {reinterpret_cast<bf16*>(at), reinterpret_cast<bf16*>(at + padded(2 * th)),
-          reinterpret_cast<bf16*>(at + 2 * padded(2 * th))};
+  return {reinterpret_cast<float*>(at), reinterpret_cast<float*>(at + f32),
+          reinterpret_cast<bf16*>(at + 2 * f32), reinterpret_cast<bf16*>(at + 2 * f32 + b16),
+          reinterpret_cast<bf16*>(at + 2 * f32 + 2 * b16)};
 }
 
 void DecoderMath::norm_forward(const bf16* x, const bf16* w, bf16* y, float* rstd,
-                               bf16* xhat) const {
+                               const EagerDecoder::NormSaved& eager) const {
   if (eager_) {
-    eager_math_.rmsnorm_forward(x, w, y, rstd, xhat, T_, h_, eps_);
+    eager_math_.rmsnorm_forward(x, w, y, {eager.x32, rstd, eager.xhat}, T_, h_, eps_);
   } else {
     dev_->rmsnorm_forward(x, w, y, rstd, T_, h_, eps_);
   }
 }
 
 void DecoderMath::norm_backward(const bf16* dy, const bf16* x, const bf16* w, const float* rstd,
-                                const bf16* xhat, bf16* dx, bf16* dw) const {
+                                const EagerDecoder::NormSaved& eager, bf16* dx, bf16* dw) const {
   if (eager_) {
-    eager_math_.rmsnorm_backward(dy, x, w, rstd, xhat, dx, dw, T_, h_);
+    eager_math_.rmsnorm_backward(dy, w, eager, dx, dw, T_, h_);
   } else {
     dev_->rmsnorm_backward(dy, x, w, rstd, dx, dw, T_, h_);
   }
@@ -316,7 +320,7 @@ void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
 }
 
 void DecoderMath::head_forward(const bf16* w, const bf16* table) const {
-  norm_forward(x(n_), w, xf_, rstd_f_, xhat_f_);
+  norm_forward(x(n_), w, xf_, rstd_f_, {x32_f_, rstd_f_, xhat_f_});
   linear(xf_, table, logits_, T_, h_, V_);
   dev_->sum(logits_, T_ * V_, loss_);
 }
@@ -328,7 +332,7 @@ void DecoderMath::head_backward(const bf16* w, bf16* g, const std::function<void
   bf16* g_lm = tied_ ? tied_grad_.as<bf16>() : g + h_;
   dev_->gemm({true, false, V_, h_, T_, dlogits, V_, xf_, h_, g_lm, h_});
   dev_->gemm({false, false, T_, h_, V_, dlogits, V_, table, h_, sc_.dtmp, h_});
-  norm_backward(sc_.dtmp, x(n_), w, rstd_f_, xhat_f_, dy_, g);
+  norm_backward(sc_.dtmp, x(n_), w, rstd_f_, {x32_f_, rstd_f_, xhat_f_}, dy_, g);
   if (grads_done) grads_done();
 }
 
@@ -338,7 +342,7 @@ void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
   const EagerSaved e = eager_ ? eager_saved(layer) : EagerSaved{};
   const std::int64_t BH = B_ * H_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
-  norm_forward(x(layer), w + off_.ln1, a.xn1, a.rstd1, e.xhat1);
+  norm_forward(x(layer), w + off_.ln1, a.xn1, a.rstd1, {e.x32_1, a.rstd1, e.xhat1});
   bf16 *q = sc_.t[0], *k = sc_.tk, *v = sc_.tv;
   linear(a.xn1, w + off_.q_w, q, T_, h_, q_);
   linear(a.xn1, w + off_.k_w, k, T_, h_, kv_);
@@ -359,7 +363,7 @@ void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
   dev.from_heads(heads_out, a.attn, B_, S_, H_, D_, 1, 0.0);
   linear(a.attn, w + off_.o_w, a.xmid, T_, q_, h_);
   dev.residual_add(a.xmid, x(layer), T_ * h_);  // bf16(a + b) is symmetric: x + o_proj
-  norm_forward(a.xmid, w + off_.ln2, a.xn2, a.rstd2, e.xhat2);
+  norm_forward(a.xmid, w + off_.ln2, a.xn2, a.rstd2, {e.x32_2, a.rstd2, e.xhat2});
   linear(a.xn2, w + off_.gate, a.gate, T_, h_, F_);
   if (eager_) eager_math_.silu_forward(a.gate, e.sg, T_ * F_);  // before up_proj, as eager
   linear(a.xn2, w + off_.up, a.up, T_, h_, F_);
@@ -390,10 +394,12 @@ void DecoderMath::layer_backward(std::int64_t layer, const bf16* w, bf16* g,
   dev.gemm({false, false, T_, h_, F_, sc_.dgate, F_, w + off_.gate, h_, sc_.dtmp, h_});
   dev.gemm({false, false, T_, h_, F_, sc_.dup, F_, w + off_.up, h_, sc_.dtmp2, h_});
   dev.residual_add(sc_.dtmp, sc_.dtmp2, T_ * h_);
-  norm_backward(sc_.dtmp, a.xmid, w + off_.ln2, a.rstd2, e.xhat2, sc_.dtmp2, g + off_.ln2);
+  norm_backward(sc_.dtmp, a.xmid, w + off_.ln2, a.rstd2, {e.x32_2, a.rstd2, e.xhat2}, sc_.dtmp2,
+                g + off_.ln2);
   dev.residual_add(dy_, sc_.dtmp2, T_ * h_);  // dy is now d x_mid
   attention_backward(a, w, g);
-  norm_backward(sc_.dtmp, x(layer), w + off_.ln1, a.rstd1, e.xhat1, sc_.dtmp2, g + off_.ln1);
+  norm_backward(sc_.dtmp, x(layer), w + off_.ln1, a.rstd1, {e.x32_1, a.rstd1, e.xhat1}, sc_.dtmp2,
+                g + off_.ln1);
   if (grads_done) grads_done();
   dev.residual_add(dy_, sc_.dtmp2, T_ * h_);  // dy is now d x_i
 }

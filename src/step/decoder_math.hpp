@@ -52,8 +52,10 @@ class DecoderMath {
     bf16 *xn1, *qh, *kh, *vh, *probs, *attn, *xmid, *xn2, *gate, *up, *act;
     float *rstd1, *rstd2;
   };
-  // The eager decoder's saved tensors of one layer: RMSNorm's bf16 x*rstd, silu's output.
+  // The eager decoder's saved tensors of one layer: RMSNorm's fp32 x and bf16 x*rstd, silu's
+  // output.
   struct EagerSaved {
+    float *x32_1, *x32_2;
     bf16 *xhat1, *xhat2, *sg;
   };
   // Scratch of one layer's forward and backward (see scratch_offsets in decoder_math.cpp).
@@ -70,9 +72,11 @@ class DecoderMath {
   void attention_backward(const Saved& a, const bf16* w, bf16* g) const;
   // The parts whose kernels differ between the fused decoder and the eager one (eager_).
   EagerSaved eager_saved(std::int64_t layer) const;
-  void norm_forward(const bf16* x, const bf16* w, bf16* y, float* rstd, bf16* xhat) const;
+  // `eager`: the eager decoder's saved tensors of this norm (rstd included); unused when fused.
+  void norm_forward(const bf16* x, const bf16* w, bf16* y, float* rstd,
+                    const EagerDecoder::NormSaved& eager) const;
   void norm_backward(const bf16* dy, const bf16* x, const bf16* w, const float* rstd,
-                     const bf16* xhat, bf16* dx, bf16* dw) const;
+                     const EagerDecoder::NormSaved& eager, bf16* dx, bf16* dw) const;
   void heads_forward(const bf16* q, const bf16* k, const bf16* v, const Saved& a) const;
   void heads_backward(const bf16* dqh, const bf16* dkh, const bf16* dvh, bf16* dq, bf16* dk,
                       bf16* dv) const;
@@ -105,6 +109,7 @@ class DecoderMath {
   DeviceBuffer eager_saved_, eager_scratch_;
   EagerDecoder eager_math_;
   bf16* xhat_f_ = nullptr;  // eager: the final norm's x*rstd
+  float* x32_f_ = nullptr;  // and its fp32 x
 };
 
 }  // namespace zob::step_detail

@@ -97,7 +97,7 @@ std::uint64_t eager_scratch_bytes(const RunConfig& c) {
 std::uint64_t eager_saved_bytes_per_layer(const RunConfig& c) {
   const Shape s = shape_of(c);
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-  return 2 * padded(2 * u(s.T * s.h)) + padded(2 * u(s.T * s.F));
+  return 2 * padded(4 * u(s.T * s.h)) + 2 * padded(2 * u(s.T * s.h)) + padded(2 * u(s.T * s.F));
 }
 
 EagerDecoder::EagerDecoder(Device& dev, const RunConfig& c, void* scratch) : dev_(&dev) {
@@ -143,10 +143,12 @@ EagerDecoder::EagerDecoder(Device& dev, const RunConfig& c, void* scratch) : dev
   sin_ = cos_ + S_ * D_;
 }
 
-void EagerDecoder::rmsnorm_forward(const bf16* x, const bf16* w, bf16* y, float* rstd, bf16* xhat,
+void EagerDecoder::rmsnorm_forward(const bf16* x, const bf16* w, bf16* y, const NormSaved& saved,
                                    std::int64_t rows, std::int64_t cols, float eps) const {
   Device& dev = *dev_;
-  const TensorView x32 = dense(f32_[0], DType::f32, {rows, cols});
+  float* rstd = saved.rstd;
+  bf16* xhat = saved.xhat;
+  const TensorView x32 = dense(saved.x32, DType::f32, {rows, cols});
   const TensorView tmp32 = dense(f32_[1], DType::f32, {rows, cols});
   const TensorView var = dense(rows_[0], DType::f32, {rows, 1});
   const TensorView r = dense(rstd, DType::f32, {rows, 1});
@@ -163,17 +165,16 @@ void EagerDecoder::rmsnorm_forward(const bf16* x, const bf16* w, bf16* y, float*
                   view(w, DType::bf16, {rows, cols}, {0, 1}), xh, 0);  // weight *
 }
 
-void EagerDecoder::rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* w, const float* rstd,
-                                    const bf16* xhat, bf16* dx, bf16* dw, std::int64_t rows,
-                                    std::int64_t cols) const {
+void EagerDecoder::rmsnorm_backward(const bf16* dy, const bf16* w, const NormSaved& saved, bf16* dx,
+                                    bf16* dw, std::int64_t rows, std::int64_t cols) const {
+  const float* rstd = saved.rstd;
+  const bf16* xhat = saved.xhat;
   Device& dev = *dev_;
   const auto f32 = [&](int i) { return dense(f32_[i], DType::f32, {rows, cols}); };
   const auto row = [&](const float* p) { return dense(p, DType::f32, {rows, 1}); };
   const auto row_bcast = [&](const float* p) { return view(p, DType::f32, {rows, cols}, {1, 0}); };
   const TensorView gy = dense(dy, DType::bf16, {rows, cols}), none;
-  // x as fp32: the forward's to(fp32) is exact, so its bf16 source gives the same values
-  // (eager reads the saved fp32 copy; here the 2-byte source, see docs/deepspeed.md).
-  const TensorView x32 = dense(x, DType::bf16, {rows, cols});
+  const TensorView x32 = dense(saved.x32, DType::f32, {rows, cols});  // pow's and mul's input
   const TensorView g_xhat = dense(bf_[0], DType::bf16, {rows, cols});
   const TensorView gw_rows = dense(bf_[1], DType::bf16, {rows, cols});
   // MulBackward0 of weight * xhat: both gradients, then the weight's sum over rows (with the

@@ -22,8 +22,8 @@ struct EagerOpCounts {
 EagerOpCounts eager_op_counts(const RunConfig& config);
 
 // Device bytes of the eager decoder's scratch (the fp32 intermediates of RMSNorm, the rotary
-// temporaries and tables) and of what it saves per layer beyond decoder_math's (RMSNorm's bf16
-// x*rstd twice, SiLU's output).
+// temporaries and tables) and of what it saves per layer beyond decoder_math's (RMSNorm's fp32
+// x and bf16 x*rstd twice, SiLU's output).
 std::uint64_t eager_scratch_bytes(const RunConfig& config);
 std::uint64_t eager_saved_bytes_per_layer(const RunConfig& config);
 
@@ -36,14 +36,19 @@ class EagerDecoder {
   EagerDecoder(Device& dev, const RunConfig& config, void* scratch);
 
   // LlamaRMSNorm: to(fp32), pow(2), mean(-1), + eps, rsqrt, *, to(bf16), weight *. Saves
-  // rstd [rows] (fp32) and xhat = bf16(x * rstd) [rows, cols] for the backward.
-  void rmsnorm_forward(const bf16* x, const bf16* w, bf16* y, float* rstd, bf16* xhat,
+  // what autograd saves for the backward: x32 = x as fp32 and rstd [rows] (fp32), xhat =
+  // bf16(x * rstd) [rows, cols].
+  struct NormSaved {
+    float* x32;
+    float* rstd;
+    bf16* xhat;
+  };
+  void rmsnorm_forward(const bf16* x, const bf16* w, bf16* y, const NormSaved& saved,
                        std::int64_t rows, std::int64_t cols, float eps) const;
   // Its autograd nodes: MulBackward0 (weight), ToCopyBackward0, MulBackward0, RsqrtBackward0,
   // MeanBackward1, PowBackward0 with the accumulation of x's two gradients, ToCopyBackward0.
-  void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* w, const float* rstd,
-                        const bf16* xhat, bf16* dx, bf16* dw, std::int64_t rows,
-                        std::int64_t cols) const;
+  void rmsnorm_backward(const bf16* dy, const bf16* w, const NormSaved& saved, bf16* dx, bf16* dw,
+                        std::int64_t rows, std::int64_t cols) const;
   // act_fn(gate_proj(x)) * up_proj(x): silu right after gate_proj (its output `sg` saved),
   // the mul after up_proj, as eager launches them.
   void silu_forward(const bf16* gate, bf16* sg, std::int64_t n) const;
