@@ -25,7 +25,10 @@ NOTES = ("What is measured: every count and time below the `eager` headings come
          "lengthens host time, not device time). What is inferred: the role column (the trace has no module events; "
          "roles come from the op order of a Llama/Qwen2 layer) and the grouping into parts of the layer. The tool's "
          "columns are counted in its source (one CUDA kernel per Device call, two for rmsnorm_backward and sum), not "
-         "measured. Device ops are kernels plus memsets (cuBLAS workspace / cuDNN zero-fills).")
+         "measured: its fused decoder, which `--schedule stock` and `overlap` run. `--schedule deepspeed` runs eager's "
+         "sequence instead (src/step/eager_decoder.cpp: 43 / 82 Device calls per Llama layer, 46 / 85 per Qwen2 "
+         "layer; each run states them per module in DRIVERRESULT `device_ops`, docs/deepspeed.md compares them "
+         "part by part). Device ops are kernels plus memsets (cuBLAS workspace / cuDNN zero-fills).")
 LINEAR_ROLES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -217,6 +220,12 @@ def _body(src, signature):
         j += 1
 
 
+# DecoderMath's helpers that choose between the fused and the eager decoder: their fused Device
+# calls (the eager ones are eager_decoder.cpp's, counted by the tool itself in device_ops).
+FUSED_HELPERS = {"norm_forward": ["rmsnorm_forward"], "norm_backward": ["rmsnorm_backward"],
+                 "heads_forward": ["to_heads"] * 3, "heads_backward": ["from_heads"] * 3}
+
+
 def _conditional_calls(body):
     """(Device call, condition) in a C++ body; condition 'bias' / 'tied' for the calls that exist
     only for models with q/k/v biases (Qwen2) or a tied lm_head, else ''."""
@@ -225,6 +234,11 @@ def _conditional_calls(body):
     calls = []
     for m in re.finditer(r"\b(?:dev\.|dev_->)?(\w+)\(", body):
         name = m.group(1)
+        if name in FUSED_HELPERS:
+            line = body[body.rfind("\n", 0, m.start()) + 1:m.start()]
+            if "void " not in line:
+                calls += [(n, "") for n in FUSED_HELPERS[name]]
+            continue
         if name == "linear":
             name = "gemm"  # DecoderMath::linear is one gemm
         elif "dev" not in body[max(0, m.start() - 5):m.start() + 5]:

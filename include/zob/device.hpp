@@ -80,6 +80,128 @@ struct GemmArgs {
 // distinct token ids and for each the positions where it occurs (CSR, positions ascending),
 // and uploads it to device memory. Row unique_ids[i] of dtable gets the fp32 sum, in position
 // order, of dout rows positions[offsets[i] .. offsets[i+1]), rounded once to bf16.
+// ---- the generic tensor operations (the deepspeed schedule's eager decomposition) ----
+// Element types of a TensorView: each element is read as fp32 (bf16 widens exactly) and
+// stored with one rounding (round to nearest even for bf16).
+enum class DType : std::int32_t { bf16 = 0, f32 = 1 };
+inline constexpr int kViewDims = 6;
+// A strided view of up to six dimensions, outermost first (unused leading dimensions have
+// size 1), strides in elements; a stride of 0 broadcasts. What PyTorch's TensorIterator sees
+// for a view (a transpose, a slice, a broadcast [rows, 1] or [cols] operand) without a copy.
+struct TensorView {
+  const void* data = nullptr;
+  DType dtype = DType::bf16;
+  std::int64_t size[kViewDims] = {1, 1, 1, 1, 1, 1};
+  std::int64_t stride[kViewDims] = {0, 0, 0, 0, 0, 0};
+  std::int64_t elements() const {
+    std::int64_t n = 1;
+    for (std::int64_t s : size) n *= s;
+    return n;
+  }
+};
+
+// One elementwise kernel as eager PyTorch launches it: out = op(a[, b][, scalar]) over out's
+// shape, a and b read through their own strides (same sizes as out). fp32 arithmetic:
+//   copy: a (a dtype cast when the dtypes differ)   neg: -a
+//   add: a + b   mul: a * b   add_scalar: a + scalar   mul_scalar: a * scalar
+//   square: a * a   cube: (a * a) * a   rsqrt: 1.0f / sqrtf(a)
+//   silu: a / (1.0f + expf(-a))
+//   silu_backward (a: the gradient, b: the input x): s = 1.0f / (1.0f + expf(-x));
+//                 a * (s * (1.0f + x * (1.0f - s)))
+//   cat_last: a then b along the last dimension (torch.cat(dim=-1), one kernel as eager's
+//             CatArrayBatchedCopy): out[..., k] = k < a.size[5] ? a[..., k] : b[..., k -
+//             a.size[5]]; a and b have out's sizes except the last, and a.size[5] + b.size[5] =
+//             out.size[5].
+enum class ElementwiseOp : std::int32_t {
+  copy = 0,
+  neg,
+  add,
+  mul,
+  add_scalar,
+  mul_scalar,
+  square,
+  cube,
+  rsqrt,
+  silu,
+  silu_backward,
+  cat_last,
+};
+inline bool is_binary(ElementwiseOp op) {
+  return op == ElementwiseOp::add || op == ElementwiseOp::mul ||
+         op == ElementwiseOp::silu_backward || op == ElementwiseOp::cat_last;
+}
+
+// Rewrites views that share their sizes in the first `dims` dimensions (every operand of an
+// elementwise op but cat_last: 6; of reduce_last and cat_last: 5, the last dimension kept) so
+// that those dimensions are fewest: size-1 dimensions dropped, neighbours that every view walks
+// contiguously (outer stride = inner stride * inner size) merged, right-aligned. The same
+// elements in the same order, with fewer index divisions per element (PyTorch's
+// TensorIterator coalesces the same way). At most 4 views. Returns the dimensions left in use
+// (0..dims).
+inline int coalesce_views(TensorView* const* views, int count, int dims) {
+  std::int64_t size[kViewDims] = {}, stride[kViewDims][4] = {};
+  int used = 0;  // merged dimensions, innermost first
+  for (int d = dims - 1; d >= 0; --d) {
+    const std::int64_t n = views[0]->size[d];
+    if (n == 1) continue;
+    bool merges = used > 0;
+    for (int v = 0; v < count && merges; ++v)
+      merges = views[v]->stride[d] == stride[used - 1][v] * size[used - 1];
+    if (merges) {
+      size[used - 1] *= n;
+    } else {
+      size[used] = n;
+      for (int v = 0; v < count; ++v) stride[used][v] = views[v]->stride[d];
+      ++used;
+    }
+  }
+  for (int i = 0; i < dims; ++i) {  // merged dimension i (innermost first) lands at dims - 1 - i
+    for (int v = 0; v < count; ++v) {
+      views[v]->size[dims - 1 - i] = i < used ? size[i] : 1;
+      views[v]->stride[dims - 1 - i] = i < used ? stride[i][v] : 0;
+    }
+  }
+  return used;
+}
+
+// Why a view cannot be an operand ("" when it can): an unknown dtype, a negative size, no
+// data for a non-empty view, or (`shape`, when given) sizes that differ from it in the first
+// `dims` dimensions. Every backend checks its operands with this before it launches.
+inline std::string tensor_view_problem(const char* name, const TensorView& v,
+                                       const TensorView* shape = nullptr, int dims = kViewDims) {
+  const std::string who = std::string(name) + ": ";
+  if (v.dtype != DType::bf16 && v.dtype != DType::f32) return who + "unknown dtype";
+  for (int d = 0; d < kViewDims; ++d) {
+    if (v.size[d] < 0) return who + "negative size";
+    if (shape != nullptr && d < dims && v.size[d] != shape->size[d])
+      return who + "size " + std::to_string(v.size[d]) + " in dimension " + std::to_string(d) +
+             " differs from out's " + std::to_string(shape->size[d]);
+  }
+  if (v.data == nullptr && v.elements() > 0) return who + "no data";
+  return "";
+}
+inline std::string elementwise_problem(ElementwiseOp op, const TensorView& out, const TensorView& a,
+                                       const TensorView& b) {
+  if (static_cast<int>(op) < 0 || op > ElementwiseOp::cat_last) return "unknown op";
+  std::string why = tensor_view_problem("out", out);
+  if (op == ElementwiseOp::cat_last) {
+    if (why.empty()) why = tensor_view_problem("a", a, &out, kViewDims - 1);
+    if (why.empty()) why = tensor_view_problem("b", b, &out, kViewDims - 1);
+    if (why.empty() && a.size[kViewDims - 1] + b.size[kViewDims - 1] != out.size[kViewDims - 1])
+      why = "cat_last: a's and b's last sizes do not add up to out's";
+    return why;
+  }
+  if (why.empty()) why = tensor_view_problem("a", a, &out);
+  if (why.empty() && is_binary(op)) why = tensor_view_problem("b", b, &out);
+  return why;
+}
+inline std::string reduce_last_problem(const TensorView& out, const TensorView& in) {
+  if (out.size[kViewDims - 1] != 1) return "out's last dimension must be 1";
+  std::string why = tensor_view_problem("out", out);
+  if (why.empty()) why = tensor_view_problem("in", in, &out, kViewDims - 1);
+  return why;
+}
+
 struct EmbeddingGradIndex {
   const std::int32_t* unique_ids = nullptr;  // device, n_unique
   const std::int32_t* offsets = nullptr;     // device, n_unique + 1
@@ -220,6 +342,16 @@ class Device {
   // silu'(x) = s*(1 + x*(1-s)), s = 1/(1+exp(-x)).
   virtual void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
                                  bf16* dup, std::int64_t n) = 0;
+
+  // ---- generic tensor operations: the deepspeed schedule's eager decomposition ----
+  // One kernel each, on Queue::compute. out must not overlap a or b unless it is the same view.
+  // b is ignored (may be empty) for unary ops. Deterministic.
+  virtual void elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
+                           const TensorView& b, float scalar) = 0;
+  // out[i0..i4] = round(scale * (fp32 sum over j ascending of in[i0..i4, j])): the last
+  // dimension of `in` (in.size[5]) is reduced; out.size[5] must be 1 and the other sizes
+  // equal in's. A mean is scale = 1/n (eager's sum-then-multiply).
+  virtual void reduce_last(const TensorView& out, const TensorView& in, float scale) = 0;
 
   // ---- other users of the device (two runs on one GPU, a run beside a training job) ----
   struct Occupancy {

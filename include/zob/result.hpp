@@ -53,6 +53,16 @@ struct ThreadPlacement {
 };
 
 // One rank of a multi-rank arm (--gpus N > 1): its own step times and phases.
+// --schedule deepspeed with --model: one module's device operations in a step (the decoder as
+// eager PyTorch launches it, src/step/eager_decoder.hpp): what the plan states and what went
+// through the Device, counted (kernels: kernel calls and fills; copies).
+struct ModuleDeviceOps {
+  std::string module;  // the module's name: "embedding", "layers.0", ..., "head"
+  std::int64_t plan_forward = 0, plan_backward = 0;
+  std::int64_t kernels_forward = 0, kernels_backward = 0;
+  std::int64_t copies_forward = 0, copies_backward = 0;
+};
+
 struct RankResult {
   int rank = 0;
   int device_index = 0;
@@ -158,6 +168,9 @@ struct ArmResult {
   // is the slowest rank's, the loss the sum over ranks, param_checksum combines the shards'.
   int gpus = 1;
   std::vector<RankResult> ranks;
+  // --schedule deepspeed with --model: every module's device operations, in module order (rank
+  // 0's with N ranks); empty otherwise.
+  std::vector<ModuleDeviceOps> device_ops;
 
   // Timed (post-warmup) step times.
   std::vector<double> timed_step_s() const;

@@ -82,6 +82,15 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
                                 {"host_mapped_bytes", mapped},
                                 {"device_bytes", plan.device_bytes}};
   }
+  const auto ops = planned_device_ops(config);
+  const nlohmann::ordered_json ops_json = device_ops_plan_json(config);
+  if (ops) {
+    out += fmt::format(
+        "device ops per step, forward / backward (deepspeed's eager decoder): embedding {} / {}, "
+        "each layer {} / {}, head {} / {}\n",
+        ops->embedding[0], ops->embedding[1], ops->layer[0], ops->layer[1], ops->head[0],
+        ops->head[1]);
+  }
   out += fmt::format("pre-flight: {} (host MemAvailable {}, device {})\n", shown,
                      gb(host.mem_available), gb(device.total_memory_bytes));
   std::fputs(out.c_str(), stdout);
@@ -97,7 +106,8 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
          {{"host_pinned_bytes", plan.host_pinned_bytes},
           {"host_pageable_bytes", plan.host_pageable_bytes},
           {"device_bytes", plan.device_bytes},
-          {"arms", arms}}},
+          {"arms", arms},
+          {"device_ops", ops_json}}},
         {"preflight",
          {{"ok", ok},
           {"skipped", config.skip_preflight},

@@ -181,6 +181,15 @@ class FaultDevice final : public Device {
     tick("silu_mul_backward");
     inner_->silu_mul_backward(dout, gate, up, dgate, dup, n);
   }
+  void elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
+                   const TensorView& b, float scalar) override {
+    tick("elementwise");
+    inner_->elementwise(op, out, a, b, scalar);
+  }
+  void reduce_last(const TensorView& out, const TensorView& in, float scale) override {
+    tick("reduce_last");
+    inner_->reduce_last(out, in, scale);
+  }
   Occupancy occupancy() const override;
   void check_rank_collectives() const override { inner_->check_rank_collectives(); }
   std::unique_ptr<Collectives> make_rank_collectives(

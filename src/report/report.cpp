@@ -19,6 +19,7 @@
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
 #include "zob/settings.hpp"
+#include "zob/step.hpp"
 
 namespace zob {
 
@@ -200,6 +201,16 @@ nlohmann::ordered_json workload_json(const RunConfig& c) {
   return w;
 }
 
+nlohmann::ordered_json device_ops_plan_json(const RunConfig& config) {
+  const auto ops = planned_device_ops(config);
+  if (!ops) return nullptr;
+  const auto pair = [](const std::int64_t(&v)[2]) {
+    return nlohmann::ordered_json::array({v[0], v[1]});
+  };
+  return {
+      {"embedding", pair(ops->embedding)}, {"layer", pair(ops->layer)}, {"head", pair(ops->head)}};
+}
+
 nlohmann::ordered_json driver_result_json(const RunResult& run) {
   const RunConfig& c = run.config;
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
@@ -217,6 +228,7 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   }
   j["schema_version"] = kSchemaVersion;
   j["workload"] = workload_json(c);
+  if (const auto ops = device_ops_plan_json(c); !ops.is_null()) j["device_ops_plan"] = ops;
   const Validation v = validate_arms(run);
   j["validation"] = {
       {"ok", v.ok()},

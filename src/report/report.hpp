@@ -66,6 +66,9 @@ inline constexpr const char* kWorkloadKeys[] = {
 inline constexpr const char* kWorkloadDerivedKeys[] = {"model", "architecture", "tokens_per_step",
                                                        "params"};
 nlohmann::ordered_json workload_json(const RunConfig& config);
+// --schedule deepspeed with --model: {"embedding", "layer", "head": [forward, backward]}, the
+// Device calls per step of one module of each kind (planned_device_ops); null otherwise.
+nlohmann::ordered_json device_ops_plan_json(const RunConfig& config);
 // Everything the run prints on stdout (every reporter's section, reporter.hpp), ending with
 // "DRIVERRESULT=<one line of JSON>\n".
 std::string render_stdout(const RunResult& run);

@@ -226,6 +226,16 @@ Json arm_object(const ArmResult& r, ArmDocument doc) {
     j["gpus"] = r.gpus;
     j["ranks"] = rank_results_json(r.ranks);
   }
+  if (!r.device_ops.empty()) {
+    auto ops = Json::array();
+    for (const ModuleDeviceOps& m : r.device_ops) {
+      ops.push_back(Json{{"module", m.module},
+                         {"plan", {m.plan_forward, m.plan_backward}},
+                         {"kernels", {m.kernels_forward, m.kernels_backward}},
+                         {"copies", {m.copies_forward, m.copies_backward}}});
+    }
+    j["device_ops"] = std::move(ops);
+  }
   return j;
 }
 template nlohmann::json arm_object<nlohmann::json>(const ArmResult&, ArmDocument);
@@ -283,6 +293,19 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.host_mapped_bytes =
       j.contains("host_mapped_bytes") ? integer<std::uint64_t>(j.at("host_mapped_bytes")) : 0;
   r.wall_s = j.contains("wall_s") ? number_or_nan(j.at("wall_s")) : 0.0;
+  r.device_ops.clear();
+  for (const auto& m : j.value("device_ops", nlohmann::json::array())) {
+    const auto pair = [&](const char* key, std::int64_t& fwd, std::int64_t& bwd) {
+      fwd = integer<std::int64_t>(m.at(key).at(0));
+      bwd = integer<std::int64_t>(m.at(key).at(1));
+    };
+    ModuleDeviceOps d;
+    d.module = m.at("module").get<std::string>();
+    pair("plan", d.plan_forward, d.plan_backward);
+    pair("kernels", d.kernels_forward, d.kernels_backward);
+    pair("copies", d.copies_forward, d.copies_backward);
+    r.device_ops.push_back(std::move(d));
+  }
 }
 
 void to_json(nlohmann::json& j, const StepBound& b) {

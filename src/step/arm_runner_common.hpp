@@ -99,6 +99,7 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
     return s;
   });
   r.bound = step_bound(r, links, runner.probe_gb_per_s(), runner.total());
+  if constexpr (requires { runner.device_ops(); }) r.device_ops = runner.device_ops();
   finish_arm_result(r, device, runner.master(), runner.total());
   if (final_master != nullptr)
     final_master->assign(runner.master(), runner.master() + runner.total());

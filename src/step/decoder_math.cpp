@@ -5,6 +5,8 @@
 //   xn2 = rmsnorm(x_mid) ; x' = x_mid + (silu(xn2 W_g^T) * xn2 W_u^T) W_d^T
 // The head: xf = rmsnorm(x_n) ; logits = xf W_lm^T ; loss = sum(logits), the upstream
 // script's loss with --model (engine(ids).logits.sum()).
+// --schedule deepspeed runs RMSNorm, SiLU-and-mul, rotary and GQA's copies as eager PyTorch's
+// kernels instead (eager_decoder.hpp); its bf16 roundings differ from the fused kernels' one.
 #include "step/decoder_math.hpp"
 
 #include <cmath>
@@ -95,6 +97,10 @@ DecoderSizes decoder_sizes(const RunConfig& c) {
   s.scratch = scratch_offsets(d).end;
   if (c.model.arch.tie_embeddings)
     s.tied_grad = 2 * static_cast<std::uint64_t>(c.model.vocab) * d.h;
+  if (c.schedule == Schedule::deepspeed) {
+    s.eager = eager_saved_bytes_per_layer(c) * static_cast<std::uint64_t>(c.model.layers) +
+              padded(2 * d.T * d.h) + padded(4 * d.T * d.h) + eager_scratch_bytes(c);
+  }
   return s;
 }
 
@@ -190,6 +196,78 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
          b(sc, co.dup)};
   rstd_f_ = head_saved_.as<float>();
   xf_ = b(head_saved_.as<char>(), padded(4 * d.T));
+  eager_ = c.schedule == Schedule::deepspeed;
+  if (eager_) {
+    const std::uint64_t per_layer = eager_saved_bytes_per_layer(c);
+    const std::uint64_t layers = per_layer * static_cast<std::uint64_t>(n_);
+    eager_saved_ = DeviceBuffer(dev, layers + padded(2 * d.T * d.h) + padded(4 * d.T * d.h));
+    xhat_f_ = b(eager_saved_.as<char>(), layers);
+    x32_f_ = reinterpret_cast<float*>(eager_saved_.as<char>() + layers + padded(2 * d.T * d.h));
+    eager_scratch_ = DeviceBuffer(dev, eager_scratch_bytes(c));
+    eager_math_ = EagerDecoder(dev, c, eager_scratch_.as<void>());
+  }
+}
+
+// Layer i's eager tensors: x32_1 and x32_2 [T,h] fp32, xhat1 and xhat2 [T,h], sg [T,F], at
+// i * the per-layer bytes (eager_saved_bytes_per_layer).
+DecoderMath::EagerSaved DecoderMath::eager_saved(std::int64_t layer) const {
+  const std::uint64_t th = static_cast<std::uint64_t>(T_ * h_);
+  const std::uint64_t f32 = padded(4 * th), b16 = padded(2 * th);
+  const std::uint64_t stride = 2 * f32 + 2 * b16 + padded(2 * static_cast<std::uint64_t>(T_ * F_));
+  char* at = eager_saved_.as<char>() + static_cast<std::uint64_t>(layer) * stride;
+  return {reinterpret_cast<float*>(at), reinterpret_cast<float*>(at + f32),
+          reinterpret_cast<bf16*>(at + 2 * f32), reinterpret_cast<bf16*>(at + 2 * f32 + b16),
+          reinterpret_cast<bf16*>(at + 2 * f32 + 2 * b16)};
+}
+
+void DecoderMath::norm_forward(const bf16* x, const bf16* w, bf16* y, float* rstd,
+                               const EagerDecoder::NormSaved& eager) const {
+  if (eager_) {
+    eager_math_.rmsnorm_forward(x, w, y, {eager.x32, rstd, eager.xhat}, T_, h_, eps_);
+  } else {
+    dev_->rmsnorm_forward(x, w, y, rstd, T_, h_, eps_);
+  }
+}
+
+void DecoderMath::norm_backward(const bf16* dy, const bf16* x, const bf16* w, const float* rstd,
+                                const EagerDecoder::NormSaved& eager, bf16* dx, bf16* dw) const {
+  if (eager_) {
+    eager_math_.rmsnorm_backward(dy, w, eager, dx, dw, T_, h_);
+  } else {
+    dev_->rmsnorm_backward(dy, x, w, rstd, dx, dw, T_, h_);
+  }
+}
+
+// Token-major q, k, v -> the head-major Q, K, V attention reads (rotary on Q and K; K and V
+// repeated to every query head).
+void DecoderMath::heads_forward(const bf16* q, const bf16* k, const bf16* v, const Saved& a) const {
+  const std::int64_t rep = H_ / K_;
+  if (eager_ && theta_ > 0) {
+    eager_math_.rotary_forward(q, a.qh, H_);
+    eager_math_.rotary_forward(k, eager_math_.kv_scratch(), K_);
+    eager_math_.repeat_kv(eager_math_.kv_scratch(), a.kh, false);
+    eager_math_.repeat_kv(v, a.vh, true);
+    return;
+  }
+  dev_->to_heads(q, a.qh, B_, S_, H_, D_, 1, theta_);
+  dev_->to_heads(k, a.kh, B_, S_, K_, D_, rep, theta_);
+  dev_->to_heads(v, a.vh, B_, S_, K_, D_, rep, 0.0);
+}
+
+// The adjoint of heads_forward: head-major gradients -> token-major dq, dk, dv.
+void DecoderMath::heads_backward(const bf16* dqh, const bf16* dkh, const bf16* dvh, bf16* dq,
+                                 bf16* dk, bf16* dv) const {
+  const std::int64_t rep = H_ / K_;
+  if (eager_ && theta_ > 0) {
+    eager_math_.rotary_backward(dqh, dq, H_);
+    eager_math_.sum_repeats(dkh, eager_math_.kv_scratch(), false);
+    eager_math_.rotary_backward(eager_math_.kv_scratch(), dk, K_);
+    eager_math_.sum_repeats(dvh, dv, true);
+    return;
+  }
+  dev_->from_heads(dqh, dq, B_, S_, H_, D_, 1, theta_);
+  dev_->from_heads(dkh, dk, B_, S_, K_, D_, rep, theta_);
+  dev_->from_heads(dvh, dv, B_, S_, K_, D_, rep, 0.0);
 }
 
 DecoderMath::Saved DecoderMath::saved(std::int64_t layer) const {
@@ -242,7 +320,7 @@ void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
 }
 
 void DecoderMath::head_forward(const bf16* w, const bf16* table) const {
-  dev_->rmsnorm_forward(x(n_), w, xf_, rstd_f_, T_, h_, eps_);
+  norm_forward(x(n_), w, xf_, rstd_f_, {x32_f_, rstd_f_, xhat_f_});
   linear(xf_, table, logits_, T_, h_, V_);
   dev_->sum(logits_, T_ * V_, loss_);
 }
@@ -254,16 +332,17 @@ void DecoderMath::head_backward(const bf16* w, bf16* g, const std::function<void
   bf16* g_lm = tied_ ? tied_grad_.as<bf16>() : g + h_;
   dev_->gemm({true, false, V_, h_, T_, dlogits, V_, xf_, h_, g_lm, h_});
   dev_->gemm({false, false, T_, h_, V_, dlogits, V_, table, h_, sc_.dtmp, h_});
-  dev_->rmsnorm_backward(sc_.dtmp, x(n_), w, rstd_f_, dy_, g, T_, h_);
+  norm_backward(sc_.dtmp, x(n_), w, rstd_f_, {x32_f_, rstd_f_, xhat_f_}, dy_, g);
   if (grads_done) grads_done();
 }
 
 void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
   Device& dev = *dev_;
   const Saved a = saved(layer);
-  const std::int64_t BH = B_ * H_, rep = H_ / K_;
+  const EagerSaved e = eager_ ? eager_saved(layer) : EagerSaved{};
+  const std::int64_t BH = B_ * H_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
-  dev.rmsnorm_forward(x(layer), w + off_.ln1, a.xn1, a.rstd1, T_, h_, eps_);
+  norm_forward(x(layer), w + off_.ln1, a.xn1, a.rstd1, {e.x32_1, a.rstd1, e.xhat1});
   bf16 *q = sc_.t[0], *k = sc_.tk, *v = sc_.tv;
   linear(a.xn1, w + off_.q_w, q, T_, h_, q_);
   linear(a.xn1, w + off_.k_w, k, T_, h_, kv_);
@@ -273,9 +352,7 @@ void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
     dev.bias_add(k, w + off_.k_b, T_, kv_);
     dev.bias_add(v, w + off_.v_b, T_, kv_);
   }
-  dev.to_heads(q, a.qh, B_, S_, H_, D_, 1, theta_);
-  dev.to_heads(k, a.kh, B_, S_, K_, D_, rep, theta_);
-  dev.to_heads(v, a.vh, B_, S_, K_, D_, rep, 0.0);
+  heads_forward(q, k, v, a);
   // scores = Q K^T per (batch, head), then the causal softmax in place.
   dev.gemm_strided_batched({false, true, S_, S_, D_, a.qh, D_, a.kh, D_, a.probs, S_}, BH, S_ * D_,
                            S_ * D_, S_ * S_);
@@ -286,10 +363,15 @@ void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
   dev.from_heads(heads_out, a.attn, B_, S_, H_, D_, 1, 0.0);
   linear(a.attn, w + off_.o_w, a.xmid, T_, q_, h_);
   dev.residual_add(a.xmid, x(layer), T_ * h_);  // bf16(a + b) is symmetric: x + o_proj
-  dev.rmsnorm_forward(a.xmid, w + off_.ln2, a.xn2, a.rstd2, T_, h_, eps_);
+  norm_forward(a.xmid, w + off_.ln2, a.xn2, a.rstd2, {e.x32_2, a.rstd2, e.xhat2});
   linear(a.xn2, w + off_.gate, a.gate, T_, h_, F_);
+  if (eager_) eager_math_.silu_forward(a.gate, e.sg, T_ * F_);  // before up_proj, as eager
   linear(a.xn2, w + off_.up, a.up, T_, h_, F_);
-  dev.silu_mul_forward(a.gate, a.up, a.act, T_ * F_);
+  if (eager_) {
+    eager_math_.gated_mul_forward(e.sg, a.up, a.act, T_ * F_);
+  } else {
+    dev.silu_mul_forward(a.gate, a.up, a.act, T_ * F_);
+  }
   linear(a.act, w + off_.down, x(layer + 1), T_, F_, h_);
   dev.residual_add(x(layer + 1), a.xmid, T_ * h_);
 }
@@ -298,19 +380,26 @@ void DecoderMath::layer_backward(std::int64_t layer, const bf16* w, bf16* g,
                                  const std::function<void()>& grads_done) const {
   Device& dev = *dev_;
   const Saved a = saved(layer);
+  const EagerSaved e = eager_ ? eager_saved(layer) : EagerSaved{};
   // MLP: dy is d x_{i+1}, also d down's output.
   dev.gemm({false, false, T_, F_, h_, dy_, h_, w + off_.down, F_, sc_.dact, F_});
   dev.gemm({true, false, h_, F_, T_, dy_, h_, a.act, F_, g + off_.down, F_});
-  dev.silu_mul_backward(sc_.dact, a.gate, a.up, sc_.dgate, sc_.dup, T_ * F_);
+  if (eager_) {
+    eager_math_.silu_mul_backward(sc_.dact, a.gate, a.up, e.sg, sc_.dgate, sc_.dup, T_ * F_);
+  } else {
+    dev.silu_mul_backward(sc_.dact, a.gate, a.up, sc_.dgate, sc_.dup, T_ * F_);
+  }
   dev.gemm({true, false, F_, h_, T_, sc_.dgate, F_, a.xn2, h_, g + off_.gate, h_});
   dev.gemm({true, false, F_, h_, T_, sc_.dup, F_, a.xn2, h_, g + off_.up, h_});
   dev.gemm({false, false, T_, h_, F_, sc_.dgate, F_, w + off_.gate, h_, sc_.dtmp, h_});
   dev.gemm({false, false, T_, h_, F_, sc_.dup, F_, w + off_.up, h_, sc_.dtmp2, h_});
   dev.residual_add(sc_.dtmp, sc_.dtmp2, T_ * h_);
-  dev.rmsnorm_backward(sc_.dtmp, a.xmid, w + off_.ln2, a.rstd2, sc_.dtmp2, g + off_.ln2, T_, h_);
+  norm_backward(sc_.dtmp, a.xmid, w + off_.ln2, a.rstd2, {e.x32_2, a.rstd2, e.xhat2}, sc_.dtmp2,
+                g + off_.ln2);
   dev.residual_add(dy_, sc_.dtmp2, T_ * h_);  // dy is now d x_mid
   attention_backward(a, w, g);
-  dev.rmsnorm_backward(sc_.dtmp, x(layer), w + off_.ln1, a.rstd1, sc_.dtmp2, g + off_.ln1, T_, h_);
+  norm_backward(sc_.dtmp, x(layer), w + off_.ln1, a.rstd1, {e.x32_1, a.rstd1, e.xhat1}, sc_.dtmp2,
+                g + off_.ln1);
   if (grads_done) grads_done();
   dev.residual_add(dy_, sc_.dtmp2, T_ * h_);  // dy is now d x_i
 }
@@ -318,7 +407,7 @@ void DecoderMath::layer_backward(std::int64_t layer, const bf16* w, bf16* g,
 // From dy = d x_mid to d xn1 in sc_.dtmp, with the gradients of q/k/v/o (and their biases).
 void DecoderMath::attention_backward(const Saved& a, const bf16* w, bf16* g) const {
   Device& dev = *dev_;
-  const std::int64_t BH = B_ * H_, rep = H_ / K_;
+  const std::int64_t BH = B_ * H_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
   bf16 *d_attn = sc_.t[0], *d_heads_out = sc_.t[1], *dvh = sc_.t[2], *dkh = sc_.t[3];
   dev.gemm({false, false, T_, q_, h_, dy_, h_, w + off_.o_w, q_, d_attn, q_});
@@ -336,9 +425,7 @@ void DecoderMath::attention_backward(const Saved& a, const bf16* w, bf16* g) con
   dev.gemm_strided_batched({true, false, S_, D_, S_, sc_.dprobs, S_, a.qh, D_, dkh, D_}, BH,
                            S_ * S_, S_ * D_, S_ * D_);
   bf16 *dq = sc_.t[1], *dk = sc_.tk, *dv = sc_.tv;
-  dev.from_heads(dqh, dq, B_, S_, H_, D_, 1, theta_);
-  dev.from_heads(dkh, dk, B_, S_, K_, D_, rep, theta_);
-  dev.from_heads(dvh, dv, B_, S_, K_, D_, rep, 0.0);
+  heads_backward(dqh, dkh, dvh, dq, dk, dv);
   dev.gemm({true, false, q_, h_, T_, dq, q_, a.xn1, h_, g + off_.q_w, h_});
   dev.gemm({true, false, kv_, h_, T_, dk, kv_, a.xn1, h_, g + off_.k_w, h_});
   dev.gemm({true, false, kv_, h_, T_, dv, kv_, a.xn1, h_, g + off_.v_w, h_});

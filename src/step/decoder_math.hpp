@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "step/device_buffer.hpp"
+#include "step/eager_decoder.hpp"
 #include "zob/config.hpp"
 #include "zob/device.hpp"
 #include "zob/model.hpp"
@@ -22,7 +23,10 @@ struct DecoderSizes {
   std::uint64_t head_saved = 0;       // the final norm's output and rstd
   std::uint64_t scratch = 0;          // forward / backward temporaries of one layer
   std::uint64_t tied_grad = 0;        // tied lm_head: its gradient until the embedding's
-  std::uint64_t total() const { return saved_layers + head_saved + scratch + tied_grad; }
+  // --schedule deepspeed's eager decoder (eager_decoder.hpp): what it saves beyond the above
+  // (every layer's and the head's) and its scratch; 0 for the other schedules.
+  std::uint64_t eager = 0;
+  std::uint64_t total() const { return saved_layers + head_saved + scratch + tied_grad + eager; }
 };
 DecoderSizes decoder_sizes(const RunConfig& config);
 
@@ -48,6 +52,12 @@ class DecoderMath {
     bf16 *xn1, *qh, *kh, *vh, *probs, *attn, *xmid, *xn2, *gate, *up, *act;
     float *rstd1, *rstd2;
   };
+  // The eager decoder's saved tensors of one layer: RMSNorm's fp32 x and bf16 x*rstd, silu's
+  // output.
+  struct EagerSaved {
+    float *x32_1, *x32_2;
+    bf16 *xhat1, *xhat2, *sg;
+  };
   // Scratch of one layer's forward and backward (see scratch_offsets in decoder_math.cpp).
   struct Scratch {
     bf16 *t[4], *tk, *tv, *dprobs, *dtmp, *dtmp2, *dact, *dgate, *dup;
@@ -60,6 +70,16 @@ class DecoderMath {
   void layer_backward(std::int64_t layer, const bf16* w, bf16* g,
                       const std::function<void()>& grads_done) const;
   void attention_backward(const Saved& a, const bf16* w, bf16* g) const;
+  // The parts whose kernels differ between the fused decoder and the eager one (eager_).
+  EagerSaved eager_saved(std::int64_t layer) const;
+  // `eager`: the eager decoder's saved tensors of this norm (rstd included); unused when fused.
+  void norm_forward(const bf16* x, const bf16* w, bf16* y, float* rstd,
+                    const EagerDecoder::NormSaved& eager) const;
+  void norm_backward(const bf16* dy, const bf16* x, const bf16* w, const float* rstd,
+                     const EagerDecoder::NormSaved& eager, bf16* dx, bf16* dw) const;
+  void heads_forward(const bf16* q, const bf16* k, const bf16* v, const Saved& a) const;
+  void heads_backward(const bf16* dqh, const bf16* dkh, const bf16* dvh, bf16* dq, bf16* dk,
+                      bf16* dv) const;
   void head_forward(const bf16* w, const bf16* table) const;
   void head_backward(const bf16* w, bf16* g, const std::function<void()>& grads_done,
                      const bf16* table) const;
@@ -85,6 +105,11 @@ class DecoderMath {
   Scratch sc_{};
   bf16* xf_ = nullptr;       // the final norm's output [T,h]
   float* rstd_f_ = nullptr;  // and its rstd [T]
+  bool eager_ = false;       // --schedule deepspeed: eager PyTorch's kernels (eager_decoder.hpp)
+  DeviceBuffer eager_saved_, eager_scratch_;
+  EagerDecoder eager_math_;
+  bf16* xhat_f_ = nullptr;  // eager: the final norm's x*rstd
+  float* x32_f_ = nullptr;  // and its fp32 x
 };
 
 }  // namespace zob::step_detail

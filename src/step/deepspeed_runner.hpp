@@ -13,6 +13,7 @@
 
 #include "step/arm_runner.hpp"
 #include "step/arm_runner_common.hpp"
+#include "step/counting_device.hpp"
 #include "step/deepspeed_plan.hpp"
 #include "step/device_buffer.hpp"
 #include "step/module_math.hpp"
@@ -72,6 +73,9 @@ class DeepSpeedRunner {
                   RankComms comms = {});
 
   void setup();
+  // --model: each module's device operations in the last step beside the plan's (empty for
+  // the synthetic model).
+  const std::vector<ModuleDeviceOps>& device_ops() const { return device_ops_; }
   StepSample run_step(int t);
   const float* master() const { return master_.as<float>(); }
   std::int64_t total() const { return parts_.total; }  // this rank's elements
@@ -114,6 +118,8 @@ class DeepSpeedRunner {
   std::size_t run_visits(std::size_t v, bool forward);
   void forward();
   void backward();
+  // Runs module j's forward or backward math, counting its Device operations (--model).
+  void counted_math(std::int64_t j, bool forward, const std::function<void()>& run);
   void gradient_hooks(std::int64_t module);
   // Every parameter is resident at its own offset: a shared tensor (tied table) is there too.
   const bf16* shared_weights(const ModuleSlice& m) const {
@@ -156,6 +162,10 @@ class DeepSpeedRunner {
 
   HostBuffer master_, grads_, grads_bf16_, exp_avg_, exp_avg_sq_, pbf16_;
   DeviceBuffer params_, grad_store_, temp_bf16_, temp_f32_, copy_temp_, norm_scalar_;
+  // --model: the module math's Device calls go through counting_ (declared first: math_'s
+  // buffers release through it), each module's counts into device_ops_.
+  std::unique_ptr<CountingDevice> counting_;
+  std::vector<ModuleDeviceOps> device_ops_;
   ModuleMath math_;
 
   std::unique_ptr<DeviceEvent> origin_, norm_read_;

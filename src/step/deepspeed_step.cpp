@@ -20,6 +20,7 @@
 #include "step/deepspeed_plan.hpp"
 #include "step/deepspeed_runner.hpp"
 #include "step/device_buffer.hpp"
+#include "step/eager_decoder.hpp"
 #include "step/module_math.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
@@ -125,7 +126,36 @@ void DeepSpeedRunner::allocate_device() {
   norm_scalar_ = DeviceBuffer(dev_, 256);
   if (sharded()) allocate_rank_buffers();
   // Data parallel: rank r trains on the micro-batch of token seed seed + r.
-  math_ = ModuleMath(dev_, cfg_, layout_, cfg_.seed + static_cast<std::uint64_t>(comm_->rank()));
+  Device& math_device =
+      cfg_.model.decoder() ? *(counting_ = std::make_unique<CountingDevice>(dev_)) : dev_;
+  math_ =
+      ModuleMath(math_device, cfg_, layout_, cfg_.seed + static_cast<std::uint64_t>(comm_->rank()));
+  if (counting_) {
+    const EagerOpCounts plan = eager_op_counts(cfg_);
+    for (std::int64_t j = 0; j < modules(); ++j) {
+      ModuleDeviceOps m;
+      m.module = layout_.modules[static_cast<std::size_t>(j)].name;
+      const bool head = j == modules() - 1, embedding = j == 0;
+      m.plan_forward =
+          embedding ? plan.embedding_forward : (head ? plan.head_forward : plan.layer_forward);
+      m.plan_backward =
+          embedding ? plan.embedding_backward : (head ? plan.head_backward : plan.layer_backward);
+      device_ops_.push_back(m);
+    }
+  }
+}
+
+void DeepSpeedRunner::counted_math(std::int64_t j, bool forward, const std::function<void()>& run) {
+  if (!counting_) {
+    run();
+    return;
+  }
+  const CountingDevice::Counts before = counting_->counts();
+  run();
+  const CountingDevice::Counts after = counting_->counts();
+  ModuleDeviceOps& m = device_ops_[static_cast<std::size_t>(j)];
+  (forward ? m.kernels_forward : m.kernels_backward) = after.kernels - before.kernels;
+  (forward ? m.copies_forward : m.copies_backward) = after.copies - before.copies;
 }
 
 // Adam's result back to the device for one sub-group: the fp32 H2D copy and cast into the
@@ -227,7 +257,8 @@ void DeepSpeedRunner::forward() {
     v = run_visits(v, true);
     dev_.record(task_start_[j], Queue::compute);
     const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
-    math_.forward(j, params_.as<bf16>() + m.offset, shared_weights(m));
+    counted_math(j, true,
+                 [&] { math_.forward(j, params_.as<bf16>() + m.offset, shared_weights(m)); });
     dev_.record(task_end_[j], Queue::compute);
   }
   host_.forward = seconds_between(tf, Clock::now());
@@ -244,9 +275,11 @@ void DeepSpeedRunner::backward() {
     v = run_visits(v, false);
     const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
     dev_.record(task_start_[M + j], Queue::compute);
-    math_.backward(
-        j, params_.as<bf16>() + m.offset, grad_store_.as<bf16>() + m.offset,
-        [&] { gradient_hooks(j); }, shared_weights(m));
+    counted_math(j, false, [&] {
+      math_.backward(
+          j, params_.as<bf16>() + m.offset, grad_store_.as<bf16>() + m.offset,
+          [&] { gradient_hooks(j); }, shared_weights(m));
+    });
     dev_.record(task_end_[M + j], Queue::compute);
   }
   // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for

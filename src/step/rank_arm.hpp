@@ -86,6 +86,7 @@ ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device&
                   });
   // This rank's own bound (its shard's Adam, its link); the launcher combines the ranks'.
   r.bound = step_bound(r, links, runner.probe_gb_per_s(), runner.total());
+  if constexpr (requires { runner.device_ops(); }) r.device_ops = runner.device_ops();
   std::vector<float> shard;
   const float* master = runner.master();
   std::int64_t elems = runner.total();

@@ -83,6 +83,9 @@ def main():
     decoder = model_result(binary, os.path.join(models, "tiny-llama-tied"))
     if decoder["workload"]["architecture"]["model_type"] != "llama":
         sys.exit("FAIL: --model: workload.architecture does not describe the decoder")
+    # The default schedule (deepspeed) states the eager decoder's device ops and counts them.
+    if "device_ops_plan" not in decoder or "device_ops" not in decoder["registered"]:
+        sys.exit("FAIL: --model --schedule deepspeed: no device_ops_plan / device_ops")
 
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
                     ("mid-run fault", mid_run),

@@ -1,9 +1,11 @@
 // End-to-end --model on the CPU device through the real binary: a config.json path (tied and
 // untied, Qwen2 biases and Llama's grouped-query attention) gives the same parameters and
-// losses in both loops under every schedule, with 1, 2 and 3 ranks (the tied table gathered
+// losses in both loops under stock and overlap, with 1, 2 and 3 ranks (the tied table gathered
 // with the head: module shards in stock / overlap, DeepSpeed's per-tensor partitions in
-// deepspeed, two independent paths that must agree bit for bit); a built-in name's dry run;
-// refusals (exit 2, one line).
+// deepspeed, two independent paths that must agree bit for bit); deepspeed, whose decoder runs
+// eager PyTorch's kernels (more bf16 roundings: decoder_gradient_test bounds both against a
+// double forward), the same in both loops and different from stock's; a built-in name's dry
+// run; refusals (exit 2, one line).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,7 +43,7 @@ class ModelE2E : public ::testing::TestWithParam<std::tuple<const char*, int>> {
 TEST_P(ModelE2E, ConfigPathGivesTheSameStepInEveryLoopAndSchedule) {
   const std::string model = fixture(std::get<0>(GetParam()));
   const std::string gpus = std::to_string(std::get<1>(GetParam()));
-  nlohmann::json first;
+  nlohmann::json first, first_eager;
   for (const char* schedule : {"stock", "overlap", "deepspeed"}) {
     for (const bool offload : {false, true}) {
       SCOPED_TRACE(std::string(schedule) + (offload ? " offload_param" : " copy_back"));
@@ -61,12 +63,15 @@ TEST_P(ModelE2E, ConfigPathGivesTheSameStepInEveryLoopAndSchedule) {
       const auto losses = arm.at("losses");
       ASSERT_EQ(losses.size(), 3u);
       EXPECT_NE(losses[0], losses[2]) << "Adam changed nothing";
-      if (first.is_null()) {
-        first = arm;
+      const bool eager = std::string(schedule) == "deepspeed";
+      nlohmann::json& same = eager ? first_eager : first;
+      if (eager) EXPECT_NE(losses, first.at("losses")) << "deepspeed ran the fused decoder";
+      if (same.is_null()) {
+        same = arm;
         continue;
       }
-      EXPECT_EQ(arm.at("param_checksum"), first.at("param_checksum"));
-      EXPECT_EQ(losses, first.at("losses"));
+      EXPECT_EQ(arm.at("param_checksum"), same.at("param_checksum"));
+      EXPECT_EQ(losses, same.at("losses"));
     }
   }
 }
@@ -81,6 +86,89 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelE2E,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name + "_" + std::to_string(std::get<1>(info.param)) + "gpus";
                          });
+
+// --schedule deepspeed's decoder is eager PyTorch's kernel sequence: every module's Device
+// calls, counted through the Device in a real CPU-device run, equal the plan's (device_ops),
+// in both loops and with 2 ranks (rank 0's); per layer they are eager's counts of
+// results/h200/2026-12-02-deepspeed-account/eager-kernels.md less what the tool does not
+// issue itself (cuBLAS's workspace memsets: 2 forward and 4 backward per layer, 3 more
+// backward with q/k/v biases) and with its explicit attention in place of cuDNN's sdpa
+// (6 calls forward against 2, 8 backward against 6): Llama 41 - 2 + 4 = 43 forward,
+// 84 - 4 + 2 = 82 backward; Qwen2 with biases 41 - 2 + 4 + 3 bias adds = 46 (eager adds them
+// in the gemm's epilogue), 90 - 7 + 2 = 85. The module math copies nothing.
+TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
+  struct Case {
+    const char* fixture;
+    std::int64_t layer_forward, layer_backward, embedding_backward;
+  };
+  for (const Case& c :
+       {Case{"tiny-qwen2", 46, 85, 2}, Case{"tiny-llama-tied/config.json", 43, 82, 3}}) {
+    for (const char* gpus : {"1", "2"}) {
+      for (const bool offload : {false, true}) {
+        SCOPED_TRACE(std::string(c.fixture) + " gpus " + gpus + (offload ? " offload" : ""));
+        std::vector<std::string> args{"--device",   "cpu",       "--model",  fixture(c.fixture),
+                                      "--schedule", "deepspeed", "--arms",   "registered",
+                                      "--batch",    "2",         "--seq",    "5",
+                                      "--steps",    "1",         "--warmup", "0",
+                                      "--threads",  "2",         "--gpus",   gpus};
+        if (offload) args.push_back("--offload-param");
+        const BenchRun r = run_bench(args);
+        ASSERT_EQ(r.rc, 0) << r.err;
+        const nlohmann::json d = driver_result(r);
+        ASSERT_FALSE(d.is_null()) << r.out;
+        const nlohmann::json& ops = d.at("registered").at("device_ops");
+        ASSERT_EQ(ops.size(), 4u);  // embedding, 2 layers, head
+        for (const auto& m : ops) {
+          SCOPED_TRACE(m.at("module").get<std::string>());
+          EXPECT_EQ(m.at("kernels"), m.at("plan"));
+          EXPECT_EQ(m.at("copies"), nlohmann::json::array({0, 0}));
+        }
+        for (const std::size_t layer : {std::size_t{1}, std::size_t{2}}) {
+          EXPECT_EQ(ops[layer].at("plan"),
+                    nlohmann::json::array({c.layer_forward, c.layer_backward}));
+        }
+        EXPECT_EQ(ops[0].at("plan"), nlohmann::json::array({1, c.embedding_backward}));
+        // The final norm (8 / 16), lm_head, the sum; its backward: the sum's fill, 2 gemms.
+        EXPECT_EQ(ops[3].at("plan"), nlohmann::json::array({10, 19}));
+      }
+    }
+  }
+  // stock keeps the fused decoder and states nothing.
+  const BenchRun r = run_bench({"--device", "cpu", "--model", fixture("tiny-qwen2"), "--schedule",
+                                "stock", "--arms", "registered", "--batch", "2", "--seq", "5",
+                                "--steps", "1", "--warmup", "0", "--threads", "2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(driver_result(r).at("registered").contains("device_ops"));
+}
+
+// The plan for the two models of eager-kernels.md, from their configs, without running them:
+// DRIVERRESULT's device_ops_plan in the dry run's document (plan.device_ops) and its text line.
+TEST(ModelE2EFacts, DeepSpeedDryRunStatesTheEagerDecodersDeviceOps) {
+  struct Case {
+    const char* config;
+    std::int64_t layer_forward, layer_backward;
+  };
+  for (const Case& c : {Case{"Llama-3.2-3B.json", 43, 82}, Case{"Qwen2.5-1.5B.json", 46, 85}}) {
+    SCOPED_TRACE(c.config);
+    const std::string json = ::testing::TempDir() + "zob_eager_ops_dry_run.json";
+    std::remove(json.c_str());
+    const BenchRun r = run_bench({"--device", "cpu", "--model",
+                                  std::string(ZOB_SOURCE_DIR) + "/bench/models/configs/" + c.config,
+                                  "--schedule", "deepspeed", "--batch", "4", "--seq", "512",
+                                  "--dry-run", "--skip-preflight", "--json", json});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("each layer " + std::to_string(c.layer_forward) + " / " +
+                         std::to_string(c.layer_backward)),
+              std::string::npos)
+        << r.out;
+    std::ifstream in(json);
+    ASSERT_TRUE(in) << "no --json file";
+    const nlohmann::json ops = nlohmann::json::parse(in).at("plan").at("device_ops");
+    EXPECT_EQ(ops.at("layer"), nlohmann::json::array({c.layer_forward, c.layer_backward}));
+    EXPECT_EQ(ops.at("head"), nlohmann::json::array({10, 19}));
+    EXPECT_EQ(ops.at("embedding"), nlohmann::json::array({1, 3}));  // both tie the head
+  }
+}
 
 TEST(ModelE2EFacts, BuiltinDryRunRecordsTheArchitecture) {
   const std::string json = ::testing::TempDir() + "zob_model_dry_run.json";

@@ -3,6 +3,7 @@
 // with FAKE_ZE_KERNELS=cpu. The rotary kernels get their cos / sin from the backend's table,
 // not theta, so their CPU run applies the table with the reference's fp32 expressions.
 #include "backends/cpu/cpu_decoder_kernels.hpp"
+#include "backends/cpu/cpu_tensor_ops.hpp"
 #include "fake_kernel_args.hpp"
 #include "zob/device.hpp"
 
@@ -196,9 +197,71 @@ void add_softmax_silu(Table& t) {
             }});
 }
 
+// tensor.cl's view arguments: data, dtype (0 bf16, 1 fp32), strides as long8; sizes shared.
+struct Long8 {
+  std::int64_t v[8];
+};
+
+// The view at arguments (data, f32, stride) with `size`, its data checked to cover every
+// element it addresses (the largest offset + 1).
+template <typename T>
+zob::TensorView view_arg(const Args& a, std::size_t data, const Long8& size) {
+  zob::TensorView v;
+  const auto f32 = a.get<std::int32_t>(data + 1);
+  if (f32 != 0 && f32 != 1) throw Bad{"a dtype flag other than 0 (bf16) or 1 (fp32)"};
+  v.dtype = f32 != 0 ? zob::DType::f32 : zob::DType::bf16;
+  const auto stride = a.get<Long8>(data + 2);
+  std::int64_t last = 0;
+  for (int d = 0; d < zob::kViewDims; ++d) {
+    v.size[d] = size.v[d];
+    v.stride[d] = stride.v[d];
+    if (v.size[d] <= 0 || v.stride[d] < 0) throw Bad{"a view with an empty or negative dimension"};
+    last += (v.size[d] - 1) * v.stride[d];
+  }
+  const std::int64_t bytes = (last + 1) * (f32 != 0 ? 4 : 2);
+  v.data = a.ptr<T>(data, bytes);
+  return v;
+}
+
+void add_tensor_ops(Table& t) {
+  t.insert({"tensor_elementwise", [](const Args& a) {
+              a.need_args(13);
+              const auto op = static_cast<zob::ElementwiseOp>(a.get<std::int32_t>(0));
+              const float scalar = a.get<float>(1);
+              const auto n = a.get<std::int64_t>(2);
+              const auto size = a.get<Long8>(3);
+              a.need_1d(n, 1);
+              // cat_last: a's last size in lane 6 of its strides, b's the rest of out's.
+              Long8 a_size = size, b_size = size;
+              if (op == zob::ElementwiseOp::cat_last) {
+                a_size.v[5] = a.get<Long8>(9).v[6];
+                b_size.v[5] = size.v[5] - a_size.v[5];
+              }
+              const zob::TensorView out = view_arg<unsigned char>(a, 4, size);
+              const zob::TensorView x = view_arg<const unsigned char>(a, 7, a_size);
+              const zob::TensorView y = view_arg<const unsigned char>(a, 10, b_size);
+              if (out.elements() != n) throw Bad{"n is not the product of the sizes"};
+              a.run([=] { zob::cpu::elementwise(op, out, x, y, scalar, nullptr); });
+            }});
+  t.insert({"tensor_reduce_last", [](const Args& a) {
+              a.need_args(9);
+              const float scale = a.get<float>(0);
+              const auto outputs = a.get<std::int64_t>(1);
+              const auto size = a.get<Long8>(2);
+              a.need_1d(outputs, 1);
+              Long8 out_size = size;
+              out_size.v[zob::kViewDims - 1] = 1;
+              const zob::TensorView out = view_arg<unsigned char>(a, 3, out_size);
+              const zob::TensorView in = view_arg<const unsigned char>(a, 6, size);
+              if (out.elements() != outputs) throw Bad{"outputs is not the product of the sizes"};
+              a.run([=] { zob::cpu::reduce_last(out, in, scale, nullptr); });
+            }});
+}
+
 }  // namespace
 
 void add_decoder(Table& t) {
+  add_tensor_ops(t);
   add_gemm_batched(t);
   add_rmsnorm(t);
   add_heads(t);

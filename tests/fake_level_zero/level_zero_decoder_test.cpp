@@ -6,13 +6,16 @@
 //     order; the rotary cos / sin are the host's own doubles, cast once);
 //   rmsnorm y / dx, softmax: 1 bf16 ulp (the row sum is a tree here, sequential there), or the
 //     effect of that other order where the output cancels; silu_mul: 1 bf16 ulp (OpenCL's exp);
-//   gemm_strided_batched: gemm's (one bf16 ulp plus 1e-3).
+//   gemm_strided_batched: gemm's (one bf16 ulp plus 1e-3);
+//   elementwise / reduce_last (the eager decomposition's generic kernels, cpu_tensor_ops.hpp):
+//     bit-exact, except the ops with exp or sqrt (silu, silu_backward, rsqrt): 1 bf16 ulp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 
 #include "backends/cpu/cpu_decoder_kernels.hpp"
+#include "backends/cpu/cpu_tensor_ops.hpp"
 #include "test_support.hpp"
 
 namespace zob {
@@ -200,6 +203,83 @@ TEST_F(LevelZeroDecoder, SiluMulForwardAndBackward) {
               0u)
         << "silu_mul dgate";
   }
+}
+
+// A view of `sizes` / `strides` right-aligned into the six dimensions.
+TensorView tview(const void* p, DType t, std::vector<std::int64_t> sizes,
+                 std::vector<std::int64_t> strides) {
+  TensorView v;
+  v.data = p;
+  v.dtype = t;
+  const std::size_t first = static_cast<std::size_t>(kViewDims) - sizes.size();
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    v.size[first + d] = sizes[d];
+    v.stride[first + d] = strides[d];
+  }
+  return v;
+}
+
+// Every op on the shapes the eager decoder gives it: a transposed bf16 input, a row-broadcast
+// fp32 operand, a column broadcast, mixed dtypes, a half-row slice, cat_last; reduce_last over
+// contiguous rows (a mean) and over a strided axis (GQA's repeats), into a strided output.
+TEST_F(LevelZeroDecoder, TensorOpsMatchTheCpuReference) {
+  const std::int64_t B = 2, H = 3, S = 5, D = 8, n = B * H * S * D;
+  const auto x = test::random_bf16(sz(n), rng), y = test::random_bf16(sz(n), rng);
+  std::vector<float> rows(sz(B * H * S));
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = 0.25f + 0.01f * static_cast<float>(i);
+  Buffer<bf16> dx(dev, x), dy(dev, y);
+  Buffer<float> drows(dev, rows);
+  // x token-major [B, S, H, D] read as [B, H, S, D]; y head-major.
+  const std::vector<std::int64_t> hm{B, H, S, D}, hm_st{H * S * D, S * D, D, 1};
+  const std::vector<std::int64_t> tm_st{S * H * D, D, H * D, 1};
+  for (int code = 0; code <= static_cast<int>(ElementwiseOp::cat_last); ++code) {
+    const auto op = static_cast<ElementwiseOp>(code);
+    SCOPED_TRACE("op " + std::to_string(code));
+    const bool exp_or_sqrt = op == ElementwiseOp::silu || op == ElementwiseOp::silu_backward ||
+                             op == ElementwiseOp::rsqrt;
+    TensorView a = tview(nullptr, DType::bf16, hm, tm_st),
+               b = tview(nullptr, DType::f32, hm, {S, 0, 1, 0});
+    if (op == ElementwiseOp::cat_last) {  // [.., D/2] of y, then x's first half, transposed
+      a = tview(nullptr, DType::bf16, {B, H, S, D / 2}, hm_st);
+      b = tview(nullptr, DType::bf16, {B, H, S, D / 2}, tm_st);
+    } else if (op == ElementwiseOp::rsqrt) {
+      a = tview(nullptr, DType::f32, hm, {S, 0, 1, 0});
+    }
+    const bool a_rows = a.dtype == DType::f32, b_rows = b.dtype == DType::f32;
+    TensorView ha = a, hb = b, da = a, db = b;
+    ha.data = a_rows ? static_cast<const void*>(rows.data())
+                     : (op == ElementwiseOp::cat_last ? y.data() : x.data());
+    hb.data = b_rows ? static_cast<const void*>(rows.data()) : x.data();
+    da.data = a_rows ? static_cast<const void*>(drows.get())
+                     : (op == ElementwiseOp::cat_last ? dy.get() : dx.get());
+    db.data = b_rows ? static_cast<const void*>(drows.get()) : dx.get();
+    std::vector<bf16> want(sz(n));
+    Buffer<bf16> got(dev, sz(n));
+    cpu::elementwise(op, tview(want.data(), DType::bf16, hm, hm_st), ha, hb, 0.75f, nullptr);
+    dev.elementwise(op, tview(got.get(), DType::bf16, hm, hm_st), da, db, 0.75f);
+    EXPECT_EQ(count_far(got.read(), want, exp_or_sqrt ? kBf16Ulp : 0.f, 0.f), 0u);
+  }
+  // reduce_last: a mean over D (fp32 out), then the sum over H of [B, H, S, D] seen as
+  // [B, S, D, H], into token-major [B, S, D] bf16 with a gap.
+  std::vector<float> mean_want(sz(B * H * S));
+  Buffer<float> mean_got(dev, sz(B * H * S));
+  const TensorView mean_in = tview(nullptr, DType::bf16, {B * H * S, D}, {D, 1});
+  TensorView hin = mean_in, din = mean_in;
+  hin.data = y.data();
+  din.data = dy.get();
+  cpu::reduce_last(tview(mean_want.data(), DType::f32, {B * H * S, 1}, {1, 0}), hin, 0.125f,
+                   nullptr);
+  dev.reduce_last(tview(mean_got.get(), DType::f32, {B * H * S, 1}, {1, 0}), din, 0.125f);
+  EXPECT_EQ(mean_got.read(), mean_want);
+  std::vector<bf16> sum_want(sz(B * S * (D + 1)));
+  Buffer<bf16> sum_got(dev, sum_want);
+  const std::vector<std::int64_t> out_sz{B, S, D, 1}, out_st{S * (D + 1), D + 1, 1, 0};
+  const std::vector<std::int64_t> in_sz{B, S, D, H}, in_st{H * S * D, D, 1, S * D};
+  cpu::reduce_last(tview(sum_want.data(), DType::bf16, out_sz, out_st),
+                   tview(y.data(), DType::bf16, in_sz, in_st), 1.0f, nullptr);
+  dev.reduce_last(tview(sum_got.get(), DType::bf16, out_sz, out_st),
+                  tview(dy.get(), DType::bf16, in_sz, in_st), 1.0f);
+  EXPECT_EQ(count_far(sum_got.read(), sum_want, 0.f, 0.f), 0u);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The decoder's whole forward and backward (ModuleMath on the CPU device, bf16) against an
 // independent double-precision forward written here: the loss, and each tensor's gradient
 // along a fresh random direction against central finite differences of that forward. Tiny
-// configs, tied and untied, with and without q/k/v biases, grouped-query attention.
+// configs, tied and untied, with and without q/k/v biases, grouped-query attention; the fused
+// decoder (stock) and the eager one (--schedule deepspeed: eager_decoder.hpp), each against
+// the same double forward with the same tolerances.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -191,10 +193,10 @@ std::vector<bf16> fresh_weights(const ModelLayout& L, std::mt19937_64& gen) {
   return w;
 }
 
-class DecoderGradient : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+class DecoderGradient : public ::testing::TestWithParam<std::tuple<bool, bool, Schedule>> {};
 
 TEST_P(DecoderGradient, MatchesFiniteDifferencesOfADoubleForward) {
-  const auto [bias, tied] = GetParam();
+  const auto [bias, tied, schedule] = GetParam();
   const std::uint64_t seed = std::random_device{}();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937_64 gen(seed);
@@ -202,6 +204,7 @@ TEST_P(DecoderGradient, MatchesFiniteDifferencesOfADoubleForward) {
   c.model = tiny(bias, tied);
   c.batch = 2;
   c.seq = 6;
+  c.schedule = schedule;
   const ModelLayout L = ModelLayout::build(c.model);
   const std::vector<bf16> w = fresh_weights(L, gen);
   CpuDevice dev(2);
@@ -255,7 +258,9 @@ TEST_P(DecoderGradient, MatchesFiniteDifferencesOfADoubleForward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BiasTied, DecoderGradient,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Values(Schedule::stock,
+                                                              Schedule::deepspeed)));
 
 }  // namespace
 }  // namespace zob

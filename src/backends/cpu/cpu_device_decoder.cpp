@@ -2,6 +2,7 @@
 // cpu_decoder_kernels.hpp on the device's pool, synchronously like every CpuDevice kernel.
 #include "backends/cpu/cpu_decoder_kernels.hpp"
 #include "backends/cpu/cpu_device.hpp"
+#include "backends/cpu/cpu_tensor_ops.hpp"
 
 namespace zob {
 
@@ -51,6 +52,15 @@ void CpuDevice::silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, st
 void CpuDevice::silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate,
                                   bf16* dup, std::int64_t n) {
   cpu::silu_mul_backward(dout, gate, up, dgate, dup, n, pool_.get());
+}
+
+void CpuDevice::elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
+                            const TensorView& b, float scalar) {
+  cpu::elementwise(op, out, a, b, scalar, pool_.get());
+}
+
+void CpuDevice::reduce_last(const TensorView& out, const TensorView& in, float scale) {
+  cpu::reduce_last(out, in, scale, pool_.get());
 }
 
 }  // namespace zob

@@ -85,6 +85,9 @@ class CudaDevice final : public Device {
   void silu_mul_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n) override;
   void silu_mul_backward(const bf16* dout, const bf16* gate, const bf16* up, bf16* dgate, bf16* dup,
                          std::int64_t n) override;
+  void elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
+                   const TensorView& b, float scalar) override;
+  void reduce_last(const TensorView& out, const TensorView& in, float scale) override;
 
   // Other users of the GPU: NVML's process list (dlopen'ed) and cudaMemGetInfo's free memory.
   Occupancy occupancy() const override;

@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cuda_device.hpp"
 #include "backends/cuda/cuda_model_kernels.hpp"
+#include "backends/cuda/cuda_tensor_ops.hpp"
 #include "zob/errors.hpp"
 
 namespace zob {
@@ -151,6 +152,48 @@ void CudaDevice::silu_mul_backward(const bf16* dout, const bf16* gate, const bf1
   check_launch(
       cuda::launch_silu_mul_backward(dout, gate, up, dgate, dup, n, stream(Queue::compute)),
       "silu_mul_backward", std::to_string(n));
+}
+
+namespace {
+
+cuda::View cuda_view(const TensorView& v) {
+  cuda::View c{v.data, v.dtype == DType::f32 ? 1 : 0, {}, {}};
+  for (int d = 0; d < kViewDims; ++d) {
+    c.size[d] = v.size[d];
+    c.stride[d] = v.stride[d];
+  }
+  return c;
+}
+
+void check_view(const char* call, const std::string& why) {
+  if (!why.empty())
+    throw DeviceError(DeviceErrorKind::runtime, std::string("cuda: ") + call + ": " + why);
+}
+
+}  // namespace
+
+void CudaDevice::elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
+                             const TensorView& b, float scalar) {
+  check_view("elementwise", elementwise_problem(op, out, a, b));
+  TensorView o = out, x = a, y = is_binary(op) ? b : a;
+  TensorView* views[] = {&o, &x, &y};
+  const int dims = op == ElementwiseOp::cat_last ? kViewDims - 1 : kViewDims;
+  const int lo = dims - coalesce_views(views, 3, dims);
+  bind();
+  check_launch(cuda::launch_elementwise(static_cast<std::int32_t>(op), cuda_view(o), cuda_view(x),
+                                        cuda_view(y), scalar, lo, stream(Queue::compute)),
+               "elementwise", std::to_string(out.elements()));
+}
+
+void CudaDevice::reduce_last(const TensorView& out, const TensorView& in, float scale) {
+  check_view("reduce_last", reduce_last_problem(out, in));
+  TensorView o = out, x = in;
+  TensorView* views[] = {&o, &x};
+  const int lo = kViewDims - 1 - coalesce_views(views, 2, kViewDims - 1);
+  bind();
+  check_launch(
+      cuda::launch_reduce_last(cuda_view(o), cuda_view(x), scale, lo, stream(Queue::compute)),
+      "reduce_last", std::to_string(out.elements()));
 }
 
 }  // namespace zob

@@ -35,6 +35,8 @@ constexpr KernelInfo kKernels[] = {
     {"causal_softmax_backward", "decoder", {kWg, 1}},
     {"silu_mul_forward", "decoder", {kWg, 1}},
     {"silu_mul_backward", "decoder", {kWg, 1}},
+    {"tensor_elementwise", "tensor", {kWg, 1}},
+    {"tensor_reduce_last", "tensor", {kWg, 1}},
 };
 static_assert(std::size(kKernels) == static_cast<std::size_t>(KernelId::count));
 

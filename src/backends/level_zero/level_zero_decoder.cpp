@@ -173,6 +173,51 @@ void LevelZeroDevice::silu_mul_backward(const bf16* dout, const bf16* gate, cons
             {ZOB_ARG(dout), ZOB_ARG(gate), ZOB_ARG(up), ZOB_ARG(dgate), ZOB_ARG(dup), ZOB_ARG(n)});
 }
 
+namespace {
+
+// A view's sizes or strides as the kernels' long8 (the last two lanes unused).
+struct Long8 {
+  std::int64_t v[8];
+};
+Long8 long8(const std::int64_t (&x)[kViewDims]) {
+  Long8 r{};
+  for (int d = 0; d < kViewDims; ++d) r.v[d] = x[d];
+  return r;
+}
+
+void check_view(const char* call, const std::string& why) {
+  if (!why.empty()) bad_shape(call, why);
+}
+
+}  // namespace
+
+void LevelZeroDevice::elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
+                                  const TensorView& b, float scalar) {
+  check_view("elementwise", elementwise_problem(op, out, a, b));
+  const std::int64_t n = out.elements();
+  const TensorView& second = is_binary(op) ? b : a;  // a unary op's b: any valid pointer
+  const std::int32_t code = static_cast<std::int32_t>(op), out_f32 = out.dtype == DType::f32,
+                     a_f32 = a.dtype == DType::f32, b_f32 = second.dtype == DType::f32;
+  const Long8 size = long8(out.size), out_stride = long8(out.stride),
+              b_stride = long8(second.stride);
+  Long8 a_stride = long8(a.stride);
+  a_stride.v[kViewDims] = a.size[kViewDims - 1];  // cat_last's split (tensor.cl)
+  launch_1d(Queue::compute, KernelId::tensor_elementwise, n, 1,
+            {ZOB_ARG(code), ZOB_ARG(scalar), ZOB_ARG(n), ZOB_ARG(size), ZOB_ARG(out.data),
+             ZOB_ARG(out_f32), ZOB_ARG(out_stride), ZOB_ARG(a.data), ZOB_ARG(a_f32),
+             ZOB_ARG(a_stride), ZOB_ARG(second.data), ZOB_ARG(b_f32), ZOB_ARG(b_stride)});
+}
+
+void LevelZeroDevice::reduce_last(const TensorView& out, const TensorView& in, float scale) {
+  check_view("reduce_last", reduce_last_problem(out, in));
+  const std::int64_t outputs = out.elements();
+  const std::int32_t out_f32 = out.dtype == DType::f32, in_f32 = in.dtype == DType::f32;
+  const Long8 size = long8(in.size), out_stride = long8(out.stride), in_stride = long8(in.stride);
+  launch_1d(Queue::compute, KernelId::tensor_reduce_last, outputs, 1,
+            {ZOB_ARG(scale), ZOB_ARG(outputs), ZOB_ARG(size), ZOB_ARG(out.data), ZOB_ARG(out_f32),
+             ZOB_ARG(out_stride), ZOB_ARG(in.data), ZOB_ARG(in_f32), ZOB_ARG(in_stride)});
+}
+
 #undef ZOB_ARG
 
 }  // namespace zob

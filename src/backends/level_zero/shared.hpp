@@ -87,6 +87,9 @@ enum class KernelId : int {
   causal_softmax_backward,
   silu_mul_forward,
   silu_mul_backward,
+  // tensor.cl: the generic strided kernels (the deepspeed schedule's eager decomposition)
+  tensor_elementwise,
+  tensor_reduce_last,
   count
 };
 inline constexpr std::uint32_t kWg = 256;           // ZOB_WG in kernels/bf16.h
