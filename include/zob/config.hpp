@@ -130,8 +130,13 @@ struct RunConfig {
   std::string plot_path;        // --plot FILE (.svg / .png): the chart of the run; empty: none
   std::string csv_path;         // --csv FILE: phases and step times for spreadsheets; empty: none
   bool skip_preflight = false;  // --skip-preflight
-  Compat compat = Compat::v1;   // --compat
-  bool dry_run = false;         // --dry-run: print the plan and the pre-flight verdict, run nothing
+  // --eager-decoder: --schedule deepspeed with --model launches eager PyTorch's kernel sequence
+  // per module (src/step/eager_decoder.hpp) instead of the fused kernels. Off by default: on
+  // the H200 its CUDA kernels took ~1.0 s of device time per Llama-3.2-3B step where PyTorch's
+  // whole eager forward + backward takes 0.085 s (results/h200/2026-12-02-eager-decoder).
+  bool eager_decoder = false;
+  Compat compat = Compat::v1;  // --compat
+  bool dry_run = false;        // --dry-run: print the plan and the pre-flight verdict, run nothing
   bool ablate_register = false;  // --ablate-register (v2): also the pinned-unregistered arm
   // Which of --repeats / --warmup / --steps the command line left to the device: the driver
   // gives them kAcceleratorRounds once the probe has named an accelerator

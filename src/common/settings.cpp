@@ -418,6 +418,10 @@ std::vector<Setting> declare_outputs() {
           .output_file("--csv",
                        "also write the phases and step times here as CSV (one row per arm x "
                        "phase and per arm x step)"),
+      Decl(member(&RunConfig::eager_decoder, "eager_decoder"))
+          .toggle("--eager-decoder",
+                  "with --schedule deepspeed and --model: launch eager PyTorch's kernel sequence "
+                  "per module instead of the fused kernels (docs/deepspeed.md)"),
       Decl(member(&RunConfig::skip_preflight, "skip_preflight"))
           .toggle("--skip-preflight",
                   "skip the memory / memlock checks made before any arm starts"),

@@ -97,7 +97,7 @@ DecoderSizes decoder_sizes(const RunConfig& c) {
   s.scratch = scratch_offsets(d).end;
   if (c.model.arch.tie_embeddings)
     s.tied_grad = 2 * static_cast<std::uint64_t>(c.model.vocab) * d.h;
-  if (c.schedule == Schedule::deepspeed) {
+  if (uses_eager_decoder(c)) {
     s.eager = eager_saved_bytes_per_layer(c) * static_cast<std::uint64_t>(c.model.layers) +
               padded(2 * d.T * d.h) + padded(4 * d.T * d.h) + eager_scratch_bytes(c);
   }
@@ -196,7 +196,7 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
          b(sc, co.dup)};
   rstd_f_ = head_saved_.as<float>();
   xf_ = b(head_saved_.as<char>(), padded(4 * d.T));
-  eager_ = c.schedule == Schedule::deepspeed;
+  eager_ = uses_eager_decoder(c);
   if (eager_) {
     const std::uint64_t per_layer = eager_saved_bytes_per_layer(c);
     const std::uint64_t layers = per_layer * static_cast<std::uint64_t>(n_);

@@ -127,7 +127,7 @@ void DeepSpeedRunner::allocate_device() {
   if (sharded()) allocate_rank_buffers();
   // Data parallel: rank r trains on the micro-batch of token seed seed + r.
   Device& math_device =
-      cfg_.model.decoder() ? *(counting_ = std::make_unique<CountingDevice>(dev_)) : dev_;
+      uses_eager_decoder(cfg_) ? *(counting_ = std::make_unique<CountingDevice>(dev_)) : dev_;
   math_ =
       ModuleMath(math_device, cfg_, layout_, cfg_.seed + static_cast<std::uint64_t>(comm_->rank()));
   if (counting_) {

@@ -287,12 +287,16 @@ void EagerDecoder::sum_repeats(const bf16* g, bf16* out, bool token_major) const
       1.0f);
 }
 
+bool uses_eager_decoder(const RunConfig& config) {
+  return config.eager_decoder && config.schedule == Schedule::deepspeed && config.model.decoder();
+}
+
 }  // namespace zob::step_detail
 
 namespace zob {
 
 std::optional<PlannedDeviceOps> planned_device_ops(const RunConfig& config) {
-  if (config.schedule != Schedule::deepspeed || !config.model.decoder()) return std::nullopt;
+  if (!step_detail::uses_eager_decoder(config)) return std::nullopt;
   const step_detail::EagerOpCounts n = step_detail::eager_op_counts(config);
   PlannedDeviceOps p;
   p.embedding[0] = n.embedding_forward;

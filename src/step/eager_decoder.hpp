@@ -21,6 +21,10 @@ struct EagerOpCounts {
 };
 EagerOpCounts eager_op_counts(const RunConfig& config);
 
+// Whether the run's decoder is this one: --eager-decoder (with --schedule deepspeed and
+// --model, which the config checks require of it).
+bool uses_eager_decoder(const RunConfig& config);
+
 // Device bytes of the eager decoder's scratch (the fp32 intermediates of RMSNorm, the rotary
 // temporaries and tables) and of what it saves per layer beyond decoder_math's (RMSNorm's fp32
 // x and bf16 x*rstd twice, SiLU's output).

@@ -131,6 +131,7 @@ TEST(BadInput, EveryRunFlagRefusesBadValues) {
       {{"--device-index", "-1"}, "--device-index"},
       {{"--device-index", "1024"}, "--device-index"},
       {{"--arms", ""}, "--arms"},
+      {{"--eager-decoder", "--schedule", "stock"}, "--eager-decoder"},  // the synthetic model too
       {{"--arms", ","}, "--arms"},
       {{"--arms", "registered,"}, "--arms"},
       {{"--arms", "bogus"}, "--arms"},

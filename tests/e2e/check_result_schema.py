@@ -30,10 +30,10 @@ def driver_result(binary, args, env_extra=None, expect_rc=0):
     return json.loads(lines[0][len("DRIVERRESULT="):])
 
 
-def model_result(binary, model):
+def model_result(binary, model, extra=()):
     """--model: a decoder config.json of tests/models (SMALL's --hidden / --vocab are refused)."""
     args = ["--device", "cpu", "--model", model, "--batch", "2", "--seq", "8", "--steps", "2",
-            "--warmup", "1", "--arms", "registered,unregistered"]
+            "--warmup", "1", "--arms", "registered,unregistered"] + list(extra)
     p = subprocess.run([binary] + args, capture_output=True, text=True, timeout=120)
     lines = [l for l in p.stdout.splitlines() if l.startswith("DRIVERRESULT=")]
     if p.returncode != 0 or len(lines) != 1:
@@ -83,15 +83,20 @@ def main():
     decoder = model_result(binary, os.path.join(models, "tiny-llama-tied"))
     if decoder["workload"]["architecture"]["model_type"] != "llama":
         sys.exit("FAIL: --model: workload.architecture does not describe the decoder")
-    # The default schedule (deepspeed) states the eager decoder's device ops and counts them.
-    if "device_ops_plan" not in decoder or "device_ops" not in decoder["registered"]:
-        sys.exit("FAIL: --model --schedule deepspeed: no device_ops_plan / device_ops")
+    # --eager-decoder (deepspeed, the default schedule) states the eager decoder's device ops and
+    # counts them; without it there are none to state.
+    if "device_ops_plan" in decoder or "device_ops" in decoder["registered"]:
+        sys.exit("FAIL: --model without --eager-decoder: device_ops_plan / device_ops present")
+    eager = model_result(binary, os.path.join(models, "tiny-llama-tied"), ["--eager-decoder"])
+    if "device_ops_plan" not in eager or "device_ops" not in eager["registered"]:
+        sys.exit("FAIL: --model --eager-decoder: no device_ops_plan / device_ops")
 
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
                     ("mid-run fault", mid_run),
                     ("--offload-param", offload), ("overlap --offload-param", fused),
                     ("--compat v2", v2), ("--gpus 2", ranked),
-                    ("--gpus 2, rank 1 died", ranked_failed), ("--model", decoder)]:
+                    ("--gpus 2, rank 1 died", ranked_failed), ("--model", decoder),
+                    ("--model --eager-decoder", eager)]:
         errors = sorted(validator.iter_errors(d), key=lambda e: list(e.path))
         for e in errors:
             print(f"{name}: {'/'.join(map(str, e.path))}: {e.message}", file=sys.stderr)

@@ -2,10 +2,10 @@
 // untied, Qwen2 biases and Llama's grouped-query attention) gives the same parameters and
 // losses in both loops under stock and overlap, with 1, 2 and 3 ranks (the tied table gathered
 // with the head: module shards in stock / overlap, DeepSpeed's per-tensor partitions in
-// deepspeed, two independent paths that must agree bit for bit); deepspeed, whose decoder runs
-// eager PyTorch's kernels (more bf16 roundings: decoder_gradient_test bounds both against a
-// double forward), the same in both loops and different from stock's; a built-in name's dry
-// run; refusals (exit 2, one line).
+// deepspeed, two independent paths that must agree bit for bit); deepspeed --eager-decoder,
+// whose decoder runs eager PyTorch's kernels (more bf16 roundings: decoder_gradient_test bounds
+// both against a double forward), the same in both loops and different from stock's; a
+// built-in name's dry run; refusals (exit 2, one line).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,14 +44,17 @@ TEST_P(ModelE2E, ConfigPathGivesTheSameStepInEveryLoopAndSchedule) {
   const std::string model = fixture(std::get<0>(GetParam()));
   const std::string gpus = std::to_string(std::get<1>(GetParam()));
   nlohmann::json first, first_eager;
-  for (const char* schedule : {"stock", "overlap", "deepspeed"}) {
+  for (const char* schedule : {"stock", "overlap", "deepspeed", "deepspeed --eager-decoder"}) {
     for (const bool offload : {false, true}) {
       SCOPED_TRACE(std::string(schedule) + (offload ? " offload_param" : " copy_back"));
-      std::vector<std::string> args{"--device", "cpu",       "--model",  model,     "--schedule",
-                                    schedule,   "--arms",    "pageable", "--batch", "2",
-                                    "--seq",    "7",         "--steps",  "2",       "--warmup",
-                                    "1",        "--threads", "2",        "--gpus",  gpus};
+      const bool eager = std::string(schedule) == "deepspeed --eager-decoder";
+      std::vector<std::string> args{
+          "--device", "cpu",      "--model",  model, "--schedule", eager ? "deepspeed" : schedule,
+          "--arms",   "pageable", "--batch",  "2",   "--seq",      "7",
+          "--steps",  "2",        "--warmup", "1",   "--threads",  "2",
+          "--gpus",   gpus};
       if (offload) args.push_back("--offload-param");
+      if (eager) args.push_back("--eager-decoder");
       const BenchRun r = run_bench(args);
       ASSERT_EQ(r.rc, 0) << r.err;
       const nlohmann::json d = driver_result(r);
@@ -63,7 +66,6 @@ TEST_P(ModelE2E, ConfigPathGivesTheSameStepInEveryLoopAndSchedule) {
       const auto losses = arm.at("losses");
       ASSERT_EQ(losses.size(), 3u);
       EXPECT_NE(losses[0], losses[2]) << "Adam changed nothing";
-      const bool eager = std::string(schedule) == "deepspeed";
       nlohmann::json& same = eager ? first_eager : first;
       if (eager) EXPECT_NE(losses, first.at("losses")) << "deepspeed ran the fused decoder";
       if (same.is_null()) {
@@ -106,11 +108,12 @@ TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
     for (const char* gpus : {"1", "2"}) {
       for (const bool offload : {false, true}) {
         SCOPED_TRACE(std::string(c.fixture) + " gpus " + gpus + (offload ? " offload" : ""));
-        std::vector<std::string> args{"--device",   "cpu",       "--model",  fixture(c.fixture),
-                                      "--schedule", "deepspeed", "--arms",   "registered",
-                                      "--batch",    "2",         "--seq",    "5",
-                                      "--steps",    "1",         "--warmup", "0",
-                                      "--threads",  "2",         "--gpus",   gpus};
+        std::vector<std::string> args{"--device",       "cpu",       "--model",  fixture(c.fixture),
+                                      "--schedule",     "deepspeed", "--arms",   "registered",
+                                      "--batch",        "2",         "--seq",    "5",
+                                      "--steps",        "1",         "--warmup", "0",
+                                      "--threads",      "2",         "--gpus",   gpus,
+                                      "--eager-decoder"};
         if (offload) args.push_back("--offload-param");
         const BenchRun r = run_bench(args);
         ASSERT_EQ(r.rc, 0) << r.err;
@@ -154,8 +157,8 @@ TEST(ModelE2EFacts, DeepSpeedDryRunStatesTheEagerDecodersDeviceOps) {
     std::remove(json.c_str());
     const BenchRun r = run_bench({"--device", "cpu", "--model",
                                   std::string(ZOB_SOURCE_DIR) + "/bench/models/configs/" + c.config,
-                                  "--schedule", "deepspeed", "--batch", "4", "--seq", "512",
-                                  "--dry-run", "--skip-preflight", "--json", json});
+                                  "--schedule", "deepspeed", "--eager-decoder", "--batch", "4",
+                                  "--seq", "512", "--dry-run", "--skip-preflight", "--json", json});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("each layer " + std::to_string(c.layer_forward) + " / " +
                          std::to_string(c.layer_backward)),
