@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""The physical bound of recorded runs, one row per file and arm (issue 25).
+
+    python3 bench/bound_table.py FILE.json... [--arm registered]
+
+Reads each --json document as written (its bound's definition is the one of the commit that
+made it: see the folder's README) and prints a Markdown table: schedule, loop, shape, the
+arm's median step, the physical bound and its parts, and step / bound.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def row(path, arm):
+    doc = json.load(open(path))
+    a = doc.get(arm)
+    if not a or not a.get("ok"):
+        return None
+    w, b = doc["workload"], a["bound"]
+    host_rate = b.get("host_gb_per_s") or b["probe_gb_per_s"]
+    return [os.path.basename(path), w["schedule"], w["loop"],
+            f"h{w['hidden']} l{w['layers']} b{w['batch']} s{w['seq']}",
+            f"{a['step_stats']['median']:.4f}", f"{b['host_memory_s']:.4f}",
+            f"{b['probe_gb_per_s']:.1f}", f"{host_rate:.1f}", f"{b['pcie_s']:.4f}",
+            f"{b['compute_s']:.4f}", f"{b['physical_s']:.4f}", f"{b['physical_ratio']:.2f}"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--arm", default="registered")
+    args = ap.parse_args()
+    head = ["file", "schedule", "loop", "shape", "median step s", "host memory s",
+            "probe GB/s", "host GB/s", "busiest link s", "compute s", "physical s",
+            "step / physical"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for f in args.files:
+        r = row(f, args.arm)
+        if r:
+            print("| " + " | ".join(r) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
