@@ -47,13 +47,20 @@ selected() {
 now() { echo "$EPOCHREALTIME"; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 
+# The run's processes: the parent by its name (the kernel keeps 15 characters), the arm and rank
+# children (started through /proc/self/exe, so named "exe") by their argv. A command line that
+# merely contains the binary's path (the device tool's own bash -c wrapper) is not one of them.
+run_processes() {
+  { pgrep -ax 'zero3-offload-b'; pgrep -af '^zero3-offload-bench --internal-'; } | sort -un
+}
+
 # After every fault: nothing of ours may be left, on the host or on the GPU.
 leak_checks() {  # leak_checks FILE
   sleep 1  # the driver's own release of a just-exited process
   {
     echo "--- leak checks"
     local left
-    left=$(pgrep -af '(^|/)zero3-offload-bench( |$)' || true)
+    left=$(run_processes)
     echo "zero3-offload-bench processes left: ${left:-none}"
     local apps
     apps=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1)
@@ -65,7 +72,7 @@ leak_checks() {  # leak_checks FILE
 # VmLck of every zero3-offload-bench process now (the run's children included).
 vmlck_now() {
   local p
-  for p in $(pgrep -f '(^|/)zero3-offload-bench( |$)'); do
+  for p in $(run_processes | cut -d' ' -f1); do
     echo "pid $p ($(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | cut -c1-60)):" \
       "$(grep VmLck "/proc/$p/status" 2>/dev/null | tr -s ' \t' ' ')"
   done
