@@ -11,26 +11,26 @@ Device::Occupancy FaultDevice::occupancy() const {
   // Where the device cannot tell its free memory (the CPU device, the fake Level Zero
   // driver), every arm's device reports the same 64 GiB, so only `shared_` makes a difference.
   constexpr std::uint64_t kKnownFree = std::uint64_t{64} << 30;
-  Occupancy o = inner_->occupancy();
+  Occupancy o = inner().occupancy();
   if (o.free_bytes == 0) o.free_bytes = kKnownFree;
   if (shared_.other_processes >= 0) o.other_processes = shared_.other_processes;
   o.free_bytes -= std::min(o.free_bytes, shared_.free_taken);
   return o;
 }
 
-void FaultDevice::tick(const char* op) {
+void FaultDevice::before(const char* op) {
   if (!lost_) {
     if (op_ != op || ++calls_ != at_) return;
     lost_ = true;
     throw DeviceError(DeviceErrorKind::runtime,
                       fmt::format("{}: {} failed: device lost (test fault ZOB_TEST_DEVICE_FAULT "
                                   "at its call {})",
-                                  inner_->info().backend, op, at_));
+                                  inner().info().backend, op, at_));
   }
   throw DeviceError(DeviceErrorKind::runtime,
                     fmt::format("{}: {} failed: device lost (test fault ZOB_TEST_DEVICE_FAULT, "
                                 "an earlier {} call)",
-                                inner_->info().backend, op, op_));
+                                inner().info().backend, op, op_));
 }
 
 }  // namespace zob::test_hooks

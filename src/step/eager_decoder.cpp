@@ -62,30 +62,7 @@ Shape shape_of(const RunConfig& c) {
           c.seq,      a.head_dim};
 }
 
-// RMSNorm's calls, forward and backward (eager_decoder.cpp's two sequences).
-constexpr std::int64_t kNormForward = 8, kNormBackward = 16;
-// apply_rotary_pos_emb on one projection, forward and backward.
-constexpr std::int64_t kRotaryForward = 5, kRotaryBackward = 10;
-
 }  // namespace
-
-EagerOpCounts eager_op_counts(const RunConfig& c) {
-  const bool bias = c.model.arch.attention_bias, tied = c.model.arch.tie_embeddings;
-  EagerOpCounts n;
-  n.embedding_forward = 1;                    // the gather
-  n.embedding_backward = 2 + (tied ? 1 : 0);  // zero fill, the scatter-sum, the tied add
-  // 2 norms, 7 linears (+3 bias adds), 2 rotaries, GQA's K and V copies, QK^T, softmax, PV,
-  // the output's permute, silu and mul, 2 residual adds.
-  n.layer_forward = 2 * kNormForward + 7 + (bias ? 3 : 0) + 2 * kRotaryForward + 2 + 3 + 1 + 2 + 2;
-  // MLP: 6 gemms, silu's 3, xn2's gradient sum; 2 norms and their residual sums; attention:
-  // o_proj's 2 gemms, the permute, 4 batched gemms and softmax, 2 rotaries, K's and V's sums
-  // over the repeats, 6 gemms (+3 bias sums), 2 sums of xn1's gradients.
-  n.layer_backward = 6 + 3 + 1 + 2 * (kNormBackward + 1) + 2 + 1 + 5 + 2 * kRotaryBackward + 2 + 6 +
-                     (bias ? 3 : 0) + 2;
-  n.head_forward = kNormForward + 1 + 1;    // the norm, lm_head, the loss's sum
-  n.head_backward = 1 + 2 + kNormBackward;  // sum's backward (a fill), lm_head's 2, the norm
-  return n;
-}
 
 std::uint64_t eager_scratch_bytes(const RunConfig& c) {
   const Shape s = shape_of(c);
@@ -287,25 +264,4 @@ void EagerDecoder::sum_repeats(const bf16* g, bf16* out, bool token_major) const
       1.0f);
 }
 
-bool uses_eager_decoder(const RunConfig& config) {
-  return config.eager_decoder && config.schedule == Schedule::deepspeed && config.model.decoder();
-}
-
 }  // namespace zob::step_detail
-
-namespace zob {
-
-std::optional<PlannedDeviceOps> planned_device_ops(const RunConfig& config) {
-  if (!step_detail::uses_eager_decoder(config)) return std::nullopt;
-  const step_detail::EagerOpCounts n = step_detail::eager_op_counts(config);
-  PlannedDeviceOps p;
-  p.embedding[0] = n.embedding_forward;
-  p.embedding[1] = n.embedding_backward;
-  p.layer[0] = n.layer_forward;
-  p.layer[1] = n.layer_backward;
-  p.head[0] = n.head_forward;
-  p.head[1] = n.head_backward;
-  return p;
-}
-
-}  // namespace zob
