@@ -63,6 +63,9 @@ struct DecoderArch {
   std::int64_t config_layers = 0;  // num_hidden_layers as published (--layers may override)
 };
 
+// The kernels a decoder model's modules launch (--decoder).
+enum class DecoderKernels { automatic, eager, fused };
+
 // The model: the synthetic MLP stack (docs/anatomy.md) when `name` is empty, else the decoder
 // transformer `arch` that --model NAME|PATH resolved to.
 struct ModelShape {
@@ -130,11 +133,11 @@ struct RunConfig {
   std::string plot_path;        // --plot FILE (.svg / .png): the chart of the run; empty: none
   std::string csv_path;         // --csv FILE: phases and step times for spreadsheets; empty: none
   bool skip_preflight = false;  // --skip-preflight
-  // --eager-decoder: --schedule deepspeed with --model launches eager PyTorch's kernel sequence
-  // per module (src/step/eager_decoder.hpp) instead of the fused kernels. Off by default: on
-  // the H200 its CUDA kernels took ~1.0 s of device time per Llama-3.2-3B step where PyTorch's
-  // whole eager forward + backward takes 0.085 s (results/h200/2026-12-02-eager-decoder).
-  bool eager_decoder = false;
+  // --decoder: which kernels a --model decoder launches. auto: eager PyTorch's kernel sequence
+  // per module (src/step/eager_decoder.hpp) under --schedule deepspeed, which reproduces what
+  // DeepSpeed runs; the fused kernels under stock and overlap, which are the what-ifs. eager is
+  // refused elsewhere; fused is the fewer-launch what-if under deepspeed too.
+  DecoderKernels decoder = DecoderKernels::automatic;
   Compat compat = Compat::v1;  // --compat
   bool dry_run = false;        // --dry-run: print the plan and the pre-flight verdict, run nothing
   bool ablate_register = false;  // --ablate-register (v2): also the pinned-unregistered arm
@@ -155,8 +158,10 @@ const char* to_string(DeviceKind);
 const char* to_string(Loop);
 const char* to_string(Schedule);
 const char* to_string(Compat);
-Compat parse_compat(const std::string&);  // "v1" / "v2"; UsageError otherwise
-Loop parse_loop(const std::string&);      // "copy_back" / "offload_param"; UsageError otherwise
+const char* to_string(DecoderKernels);                     // "auto" / "eager" / "fused"
+DecoderKernels parse_decoder_kernels(const std::string&);  // UsageError naming the choices
+Compat parse_compat(const std::string&);                   // "v1" / "v2"; UsageError otherwise
+Loop parse_loop(const std::string&);  // "copy_back" / "offload_param"; UsageError otherwise
 Schedule parse_schedule(const std::string&);
 // The report header's words for a schedule: "DeepSpeed 0.19.8's ZeRO-3 operations".
 const char* schedule_description(

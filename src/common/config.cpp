@@ -78,6 +78,21 @@ Schedule parse_schedule(const std::string& name) {
 
 const char* to_string(Compat compat) { return compat == Compat::v2 ? "v2" : "v1"; }
 
+const char* to_string(DecoderKernels d) {
+  switch (d) {
+    case DecoderKernels::automatic: return "auto";
+    case DecoderKernels::eager: return "eager";
+    case DecoderKernels::fused: return "fused";
+  }
+  return "?";
+}
+
+DecoderKernels parse_decoder_kernels(const std::string& name) {
+  for (DecoderKernels d : {DecoderKernels::automatic, DecoderKernels::eager, DecoderKernels::fused})
+    if (name == to_string(d)) return d;
+  throw UsageError("--decoder: unknown kind '" + name + "'; use auto, eager or fused");
+}
+
 Compat parse_compat(const std::string& name) {
   if (name == "v1") return Compat::v1;
   if (name == "v2") return Compat::v2;

@@ -82,9 +82,10 @@ void check_combinations(const RunConfig& c) {
   if (c.arms.empty()) {
     throw UsageError("--arms is empty; give e.g. registered,unregistered");
   }
-  if (c.eager_decoder && (c.schedule != Schedule::deepspeed || !c.model.decoder())) {
+  if (c.decoder == DecoderKernels::eager &&
+      (c.schedule != Schedule::deepspeed || !c.model.decoder())) {
     throw UsageError(
-        "--eager-decoder applies to --schedule deepspeed with --model NAME; add both or drop it");
+        "--decoder eager applies to --schedule deepspeed with --model NAME; add both or drop it");
   }
   std::set<Arm> seen(c.arms.begin(), c.arms.end());
   if (seen.size() != c.arms.size()) {

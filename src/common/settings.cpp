@@ -23,6 +23,7 @@ void parse_name(const std::string& text, Loop& out) { out = parse_loop(text); }
 void parse_name(const std::string& text, Schedule& out) { out = parse_schedule(text); }
 void parse_name(const std::string& text, Compat& out) { out = parse_compat(text); }
 void parse_name(const std::string& text, Arm& out) { out = parse_arm(text); }
+void parse_name(const std::string& text, DecoderKernels& out) { out = parse_decoder_kernels(text); }
 
 // A member's value in the JSON hand-over: enums and arms by name, the rest as they are.
 template <class T>
@@ -418,10 +419,15 @@ std::vector<Setting> declare_outputs() {
           .output_file("--csv",
                        "also write the phases and step times here as CSV (one row per arm x "
                        "phase and per arm x step)"),
-      Decl(member(&RunConfig::eager_decoder, "eager_decoder"))
-          .toggle("--eager-decoder",
-                  "with --schedule deepspeed and --model: launch eager PyTorch's kernel sequence "
-                  "per module instead of the fused kernels (docs/deepspeed.md)"),
+      Decl(member(&RunConfig::decoder, "decoder"))
+          .value("--decoder", "KIND",
+                 "auto|eager|fused: the kernels a --model decoder launches; auto: eager "
+                 "PyTorch's sequence per module under --schedule deepspeed (what DeepSpeed "
+                 "runs), the fused kernels under stock and overlap; eager needs --schedule "
+                 "deepspeed (docs/deepspeed.md)",
+                 [](RunConfig& c, const std::string& text) {
+                   c.decoder = parse_decoder_kernels(text);
+                 }),
       Decl(member(&RunConfig::skip_preflight, "skip_preflight"))
           .toggle("--skip-preflight",
                   "skip the memory / memlock checks made before any arm starts"),

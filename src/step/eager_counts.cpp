@@ -36,7 +36,8 @@ EagerOpCounts eager_op_counts(const RunConfig& c) {
 }
 
 bool uses_eager_decoder(const RunConfig& config) {
-  return config.eager_decoder && config.schedule == Schedule::deepspeed && config.model.decoder();
+  return config.decoder != DecoderKernels::fused && config.schedule == Schedule::deepspeed &&
+         config.model.decoder();
 }
 
 }  // namespace zob::step_detail

@@ -21,8 +21,8 @@ struct EagerOpCounts {
 };
 EagerOpCounts eager_op_counts(const RunConfig& config);
 
-// Whether the run's decoder is this one: --eager-decoder (with --schedule deepspeed and
-// --model, which the config checks require of it).
+// Whether the run's decoder is this one: --schedule deepspeed with --model, unless --decoder
+// fused (--decoder eager elsewhere is refused by the config checks).
 bool uses_eager_decoder(const RunConfig& config);
 
 // Device bytes of the eager decoder's scratch (the fp32 intermediates of RMSNorm, the rotary

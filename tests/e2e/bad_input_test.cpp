@@ -131,7 +131,9 @@ TEST(BadInput, EveryRunFlagRefusesBadValues) {
       {{"--device-index", "-1"}, "--device-index"},
       {{"--device-index", "1024"}, "--device-index"},
       {{"--arms", ""}, "--arms"},
-      {{"--eager-decoder", "--schedule", "stock"}, "--eager-decoder"},  // the synthetic model too
+      {{"--decoder", "eager", "--schedule", "stock"},
+       "--decoder eager"},  // the synthetic model too
+      {{"--decoder", "unfused"}, "--decoder"},
       {{"--arms", ","}, "--arms"},
       {{"--arms", "registered,"}, "--arms"},
       {{"--arms", "bogus"}, "--arms"},

@@ -83,20 +83,21 @@ def main():
     decoder = model_result(binary, os.path.join(models, "tiny-llama-tied"))
     if decoder["workload"]["architecture"]["model_type"] != "llama":
         sys.exit("FAIL: --model: workload.architecture does not describe the decoder")
-    # --eager-decoder (deepspeed, the default schedule) states the eager decoder's device ops and
-    # counts them; without it there are none to state.
-    if "device_ops_plan" in decoder or "device_ops" in decoder["registered"]:
-        sys.exit("FAIL: --model without --eager-decoder: device_ops_plan / device_ops present")
-    eager = model_result(binary, os.path.join(models, "tiny-llama-tied"), ["--eager-decoder"])
-    if "device_ops_plan" not in eager or "device_ops" not in eager["registered"]:
-        sys.exit("FAIL: --model --eager-decoder: no device_ops_plan / device_ops")
+    # deepspeed (the default schedule) runs the eager decoder by default, states its device ops
+    # and counts them; with --decoder fused there are none to state.
+    if "device_ops_plan" not in decoder or "device_ops" not in decoder["registered"]:
+        sys.exit("FAIL: --model (eager decoder by default): no device_ops_plan / device_ops")
+    fused_decoder = model_result(binary, os.path.join(models, "tiny-llama-tied"),
+                                 ["--decoder", "fused"])
+    if "device_ops_plan" in fused_decoder or "device_ops" in fused_decoder["registered"]:
+        sys.exit("FAIL: --model --decoder fused: device_ops_plan / device_ops present")
 
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
                     ("mid-run fault", mid_run),
                     ("--offload-param", offload), ("overlap --offload-param", fused),
                     ("--compat v2", v2), ("--gpus 2", ranked),
                     ("--gpus 2, rank 1 died", ranked_failed), ("--model", decoder),
-                    ("--model --eager-decoder", eager)]:
+                    ("--model --decoder fused", fused_decoder)]:
         errors = sorted(validator.iter_errors(d), key=lambda e: list(e.path))
         for e in errors:
             print(f"{name}: {'/'.join(map(str, e.path))}: {e.message}", file=sys.stderr)

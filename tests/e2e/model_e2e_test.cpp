@@ -2,9 +2,9 @@
 // untied, Qwen2 biases and Llama's grouped-query attention) gives the same parameters and
 // losses in both loops under stock and overlap, with 1, 2 and 3 ranks (the tied table gathered
 // with the head: module shards in stock / overlap, DeepSpeed's per-tensor partitions in
-// deepspeed, two independent paths that must agree bit for bit); deepspeed --eager-decoder,
-// whose decoder runs eager PyTorch's kernels (more bf16 roundings: decoder_gradient_test bounds
-// both against a double forward), the same in both loops and different from stock's; a
+// deepspeed --decoder fused, two independent paths that must agree bit for bit); deepspeed by
+// default, whose decoder runs eager PyTorch's kernels (more bf16 roundings: decoder_gradient_test
+// bounds both against a double forward), the same in both loops and different from stock's; a
 // built-in name's dry run; refusals (exit 2, one line).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -44,17 +44,21 @@ TEST_P(ModelE2E, ConfigPathGivesTheSameStepInEveryLoopAndSchedule) {
   const std::string model = fixture(std::get<0>(GetParam()));
   const std::string gpus = std::to_string(std::get<1>(GetParam()));
   nlohmann::json first, first_eager;
-  for (const char* schedule : {"stock", "overlap", "deepspeed", "deepspeed --eager-decoder"}) {
+  for (const char* schedule : {"stock", "overlap", "deepspeed --decoder fused", "deepspeed"}) {
     for (const bool offload : {false, true}) {
       SCOPED_TRACE(std::string(schedule) + (offload ? " offload_param" : " copy_back"));
-      const bool eager = std::string(schedule) == "deepspeed --eager-decoder";
+      const bool eager = std::string(schedule) == "deepspeed";
+      const bool fused_deepspeed = std::string(schedule) == "deepspeed --decoder fused";
       std::vector<std::string> args{
-          "--device", "cpu",      "--model",  model, "--schedule", eager ? "deepspeed" : schedule,
-          "--arms",   "pageable", "--batch",  "2",   "--seq",      "7",
-          "--steps",  "2",        "--warmup", "1",   "--threads",  "2",
+          "--device", "cpu",        "--model",
+          model,      "--schedule", fused_deepspeed ? "deepspeed" : schedule,
+          "--arms",   "pageable",   "--batch",
+          "2",        "--seq",      "7",
+          "--steps",  "2",          "--warmup",
+          "1",        "--threads",  "2",
           "--gpus",   gpus};
       if (offload) args.push_back("--offload-param");
-      if (eager) args.push_back("--eager-decoder");
+      if (fused_deepspeed) args.insert(args.end(), {"--decoder", "fused"});
       const BenchRun r = run_bench(args);
       ASSERT_EQ(r.rc, 0) << r.err;
       const nlohmann::json d = driver_result(r);
@@ -108,12 +112,11 @@ TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
     for (const char* gpus : {"1", "2"}) {
       for (const bool offload : {false, true}) {
         SCOPED_TRACE(std::string(c.fixture) + " gpus " + gpus + (offload ? " offload" : ""));
-        std::vector<std::string> args{"--device",       "cpu",       "--model",  fixture(c.fixture),
-                                      "--schedule",     "deepspeed", "--arms",   "registered",
-                                      "--batch",        "2",         "--seq",    "5",
-                                      "--steps",        "1",         "--warmup", "0",
-                                      "--threads",      "2",         "--gpus",   gpus,
-                                      "--eager-decoder"};
+        std::vector<std::string> args{"--device",   "cpu",       "--model",  fixture(c.fixture),
+                                      "--schedule", "deepspeed", "--arms",   "registered",
+                                      "--batch",    "2",         "--seq",    "5",
+                                      "--steps",    "1",         "--warmup", "0",
+                                      "--threads",  "2",         "--gpus",   gpus};
         if (offload) args.push_back("--offload-param");
         const BenchRun r = run_bench(args);
         ASSERT_EQ(r.rc, 0) << r.err;
@@ -157,8 +160,8 @@ TEST(ModelE2EFacts, DeepSpeedDryRunStatesTheEagerDecodersDeviceOps) {
     std::remove(json.c_str());
     const BenchRun r = run_bench({"--device", "cpu", "--model",
                                   std::string(ZOB_SOURCE_DIR) + "/bench/models/configs/" + c.config,
-                                  "--schedule", "deepspeed", "--eager-decoder", "--batch", "4",
-                                  "--seq", "512", "--dry-run", "--skip-preflight", "--json", json});
+                                  "--schedule", "deepspeed", "--batch", "4", "--seq", "512",
+                                  "--dry-run", "--skip-preflight", "--json", json});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("each layer " + std::to_string(c.layer_forward) + " / " +
                          std::to_string(c.layer_backward)),

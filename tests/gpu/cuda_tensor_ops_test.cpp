@@ -107,5 +107,34 @@ TEST(CudaTensorOps, EveryOpMatchesTheCpuReferenceOnTheEagerDecodersViews) {
   }
 }
 
+// A column sum of many terms (RMSNorm's weight gradient: [rows, cols] bf16 summed over rows)
+// runs as 32-column tiles whose row groups are added in a fixed order, not the CPU's ascending
+// one: each column within an fp32 summation bound of the exact sum, one bf16 rounding more
+// (cols not a multiple of 32: the last tile partial), and the same bits twice.
+TEST(CudaTensorOps, AColumnSumOfManyTermsIsExactToItsBoundAndDeterministic) {
+  ZOB_REQUIRE_GPU();
+  auto& dev = gpu();
+  const std::int64_t rows = 1031, cols = 200;
+  const auto x = random_bf16(sz(rows * cols));
+  DeviceBuffer<bf16> dx(dev, x), got(dev, sz(cols)), again(dev, sz(cols));
+  const TensorView in = tview(dx.get(), DType::bf16, {cols, rows}, {1, cols});
+  dev.reduce_last(tview(got.get(), DType::bf16, {cols, 1}, {1, 0}), in, 0.5f);
+  dev.reduce_last(tview(again.get(), DType::bf16, {cols, 1}, {1, 0}), in, 0.5f);
+  const auto g = got.download();
+  expect_within_ulps(again.download(), g, 0, "column sum twice");
+  for (std::int64_t c = 0; c < cols; ++c) {
+    double exact = 0, mag = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double v = bf16_to_f32(x[sz(r * cols + c)]);
+      exact += v;
+      mag += std::fabs(v);
+    }
+    exact *= 0.5;
+    const double bound = 0.5 * mag * rows * 0x1p-24 + std::fabs(exact) * 0x1p-8;
+    ASSERT_NEAR(bf16_to_f32(g[sz(c)]), exact, bound)
+        << "column " << c << " (seed " << test_seed() << ")";
+  }
+}
+
 }  // namespace
 }  // namespace zob::gpu_test

@@ -128,7 +128,7 @@ zob::RunConfig changed_config() {
   c.schedule = zob::Schedule::overlap, c.cpu_affinity = {3, 1};
   c.trace_path = "t.json", c.plot_path = "p.svg", c.csv_path = "c.csv";
   c.skip_preflight = true, c.compat = zob::Compat::v2, c.dry_run = true;
-  c.ablate_register = true, c.eager_decoder = true;
+  c.ablate_register = true, c.decoder = zob::DecoderKernels::eager;
   c.deepspeed_step_s = 3.25, c.deepspeed_arm = zob::Arm::registered;
   return c;
 }

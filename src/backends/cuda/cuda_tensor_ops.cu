@@ -1,10 +1,17 @@
-// The CUDA backend's generic strided tensor kernels (cuda_tensor_ops.hpp): one thread per
-// output element for elementwise (as PyTorch's elementwise_kernel with its offset calculator);
-// reduce_last over a contiguous last dimension one warp per output (each lane a fixed strided
-// subsequence, then a fixed butterfly: deterministic), over a strided one a thread per output. The
-// fp32 expressions are those of the CPU reference (src/backends/cpu/cpu_tensor_ops.hpp,
-// tensor_op_value), with __fmul_rn / __fadd_rn where nvcc would otherwise contract a product and an
-// add into one fma.
+// The CUDA backend's generic strided tensor kernels (cuda_tensor_ops.hpp), shaped as PyTorch's
+// elementwise_kernel and reductions are: the views arrive coalesced (CudaDevice merges what it
+// can), every operand is walked with one chain of index divisions by the output's sizes (a
+// division by a precomputed magic number, PyTorch's IntDivider, not the hardware's ~20-instruction
+// sequence), and each thread handles kUnroll elements of a block's tile so their loads are in
+// flight together. reduce_last over a contiguous last dimension: one warp per output (each lane
+// a fixed strided subsequence, then a fixed butterfly); over a strided one with few terms (GQA's
+// repeats) a thread per output in the CPU reference's order; with many (a column sum over every
+// token) a 32 x kRowGroups tile per 32 outputs, each row group a fixed strided subsequence, the
+// groups added in a fixed order: deterministic, and every SM busy where a thread per output would
+// leave a column sum of 3,072 outputs on 12 blocks running 2,048 dependent loads each. The fp32
+// expressions are those of the CPU reference (src/backends/cpu/cpu_tensor_ops.hpp,
+// tensor_op_value), with __fmul_rn / __fadd_rn where nvcc would otherwise contract a product and
+// an add into one fma.
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -15,25 +22,81 @@ namespace zob::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kUnroll = 4;  // elements per thread per tile
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;
+constexpr int kRowGroups = 16;           // the column sum's row groups per tile
+constexpr std::int64_t kManyTerms = 64;  // from here a strided sum uses the tiles
 
-unsigned grid_for(std::int64_t units) {
-  std::int64_t blocks = (units + kThreads - 1) / kThreads;
+unsigned grid_for(std::int64_t units, std::int64_t per_block = kThreads) {
+  std::int64_t blocks = (units + per_block - 1) / per_block;
   if (blocks < 1) blocks = 1;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
   return static_cast<unsigned>(blocks);
 }
 
-__device__ __forceinline__ float load(const View& v, std::int64_t at) {
-  if (v.f32 != 0) return static_cast<const float*>(v.data)[at];
-  const std::uint16_t bits = static_cast<const std::uint16_t*>(v.data)[at];
+// n / d and n % d for 32-bit n < 2^31 by a multiply-high and a shift (Granlund and Montgomery;
+// PyTorch's IntDivider<unsigned>): m = 2^32 (2^s - d) / d + 1 with 2^s >= d.
+struct Divider {
+  std::uint64_t d;  // the size
+  std::uint32_t m, s;
+};
+
+// Sizes of 2^31 and more keep d (64-bit indices divide plainly); their magic is unused.
+Divider make_divider(std::int64_t size) {
+  const auto d = static_cast<std::uint32_t>(size < (std::int64_t{1} << 31) ? size : 1);
+  std::uint32_t s = 0;
+  while (s < 32 && (std::uint64_t{1} << s) < d) ++s;
+  const std::uint64_t m = ((std::uint64_t{1} << 32) * ((std::uint64_t{1} << s) - d)) / d + 1;
+  return {static_cast<std::uint64_t>(size), static_cast<std::uint32_t>(m), s};
+}
+
+// The coalesced iteration space of up to three operands: sizes (as dividers, innermost last)
+// from dimension lo, and each operand's strides there.
+constexpr int kOperands = 3;
+struct Walk {
+  int lo;
+  Divider div[kViewDims];
+  std::int64_t stride[kOperands][kViewDims];
+};
+
+// i / d.d: by the magic number in 32 bits; a plain division for the 64-bit indices of a tensor
+// of 2^31 elements or more.
+__device__ __forceinline__ std::uint32_t quotient(std::uint32_t i, const Divider& d) {
+  return (__umulhi(i, d.m) + i) >> d.s;
+}
+__device__ __forceinline__ std::uint64_t quotient(std::uint64_t i, const Divider& d) {
+  return i / d.d;
+}
+
+// Element offsets in every operand of linear index i over the walk's dimensions [lo, hi).
+template <int N, typename I>
+__device__ __forceinline__ void offsets_of(const Walk& w, I i, int hi, std::int64_t (&at)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) at[k] = 0;
+#pragma unroll
+  for (int d = kViewDims - 1; d >= 0; --d) {
+    if (d < w.lo || d >= hi) continue;
+    I q = 0, r = i;  // the outermost dimension needs no division: i is below its size
+    if (d > w.lo) {
+      q = quotient(i, w.div[d]);
+      r = i - q * static_cast<I>(w.div[d].d);
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) at[k] += static_cast<std::int64_t>(r) * w.stride[k][d];
+    i = q;
+  }
+}
+
+__device__ __forceinline__ float load(const void* p, int f32, std::int64_t at) {
+  if (f32 != 0) return static_cast<const float*>(p)[at];
+  const std::uint16_t bits = static_cast<const std::uint16_t*>(p)[at];
   return __uint_as_float(unsigned{bits} << 16);
 }
 
 // Bit-exact with zob::f32_to_bf16: NaN keeps its sign and payload.
-__device__ __forceinline__ void store(const View& v, std::int64_t at, float f) {
-  if (v.f32 != 0) {
-    static_cast<float*>(const_cast<void*>(v.data))[at] = f;
+__device__ __forceinline__ void store(void* p, int f32, std::int64_t at, float f) {
+  if (f32 != 0) {
+    static_cast<float*>(p)[at] = f;
     return;
   }
   std::uint32_t u = __float_as_uint(f);
@@ -43,21 +106,7 @@ __device__ __forceinline__ void store(const View& v, std::int64_t at, float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     u >>= 16;
   }
-  static_cast<std::uint16_t*>(const_cast<void*>(v.data))[at] = static_cast<std::uint16_t>(u);
-}
-
-// The element offset in v of linear index i over dimensions [lo, hi) of v's sizes. I: 32-bit
-// unsigned where every index fits (a 64-bit division is many times a 32-bit one).
-template <typename I>
-__device__ __forceinline__ std::int64_t offset_of(const View& v, I i, int lo, int hi) {
-  std::int64_t at = 0;
-  for (int d = hi - 1; d >= lo; --d) {
-    const I n = static_cast<I>(v.size[d]);
-    const I q = i / n;
-    at += static_cast<std::int64_t>(i - q * n) * v.stride[d];
-    i = q;
-  }
-  return at;
+  static_cast<std::uint16_t*>(p)[at] = static_cast<std::uint16_t>(u);
 }
 
 // zob::ElementwiseOp, in its order.
@@ -81,74 +130,180 @@ __device__ __forceinline__ float op_value(std::int32_t op, float a, float b, flo
   }
 }
 
-// cat_last (op 11): out's element i from a or b, at the offset of out's index in it.
-template <typename I>
-__global__ void cat_last_kernel(View out, View a, View b, I n, int lo) {
-  const int last = kViewDims - 1;
-  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<I>(gridDim.x) * blockDim.x) {
-    const I width = static_cast<I>(out.size[last]);
-    const I rest = i / width, k = i - rest * width;
-    const I na = static_cast<I>(a.size[last]);
-    const View& v = k < na ? a : b;
-    const float x = load(v, offset_of(v, rest, lo, last) +
-                                static_cast<std::int64_t>(k < na ? k : k - na) * v.stride[last]);
-    store(out, offset_of(out, i, lo, kViewDims), x);
+// The operands' data and dtypes.
+struct Operands {
+  void* out;
+  const void* a;
+  const void* b;
+  int out_f32, a_f32, b_f32;
+};
+
+// A block's tile is kUnroll * kThreads elements; thread t takes t, t + kThreads, ... of it, so
+// each of its kUnroll loads is a coalesced warp access and all are issued before any store.
+template <bool Binary, typename I>
+__global__ void elementwise_kernel(std::int32_t op, Operands o, Walk w, float scalar, I n) {
+  const I tile = kUnroll * kThreads;
+  for (I base = static_cast<I>(blockIdx.x) * tile; base < n;
+       base += static_cast<I>(gridDim.x) * tile) {
+    float x[kUnroll], y[kUnroll];
+    std::int64_t out_at[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const I i = base + threadIdx.x + u * kThreads;
+      if (i >= n) continue;
+      std::int64_t at[kOperands];
+      offsets_of(w, i, kViewDims, at);
+      out_at[u] = at[0];
+      x[u] = load(o.a, o.a_f32, at[1]);
+      y[u] = Binary ? load(o.b, o.b_f32, at[2]) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const I i = base + threadIdx.x + u * kThreads;
+      if (i < n) store(o.out, o.out_f32, out_at[u], op_value(op, x[u], y[u], scalar));
+    }
   }
 }
 
+// cat_last (op 11): the walk covers the leading dimensions [lo, last); element i of out takes
+// column k = i % width from a (k < na) or b (k - na).
 template <typename I>
-__global__ void elementwise_kernel(std::int32_t op, View out, View a, View b, bool binary,
-                                   float scalar, I n, int lo) {
+__global__ void cat_last_kernel(Operands o, Walk w, Divider width, I na, std::int64_t out_last,
+                                std::int64_t a_last, std::int64_t b_last, I n) {
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<I>(gridDim.x) * blockDim.x) {
-    const float x = load(a, offset_of(a, i, lo, kViewDims));
-    const float y = binary ? load(b, offset_of(b, i, lo, kViewDims)) : 0.0f;
-    store(out, offset_of(out, i, lo, kViewDims), op_value(op, x, y, scalar));
+    const I rest = quotient(i, width);
+    const I k = i - rest * static_cast<I>(width.d);
+    std::int64_t at[kOperands];
+    offsets_of(w, rest, kViewDims - 1, at);
+    const bool first = k < na;
+    const float x = first ? load(o.a, o.a_f32, at[1] + static_cast<std::int64_t>(k) * a_last)
+                          : load(o.b, o.b_f32, at[2] + static_cast<std::int64_t>(k - na) * b_last);
+    store(o.out, o.out_f32, at[0] + static_cast<std::int64_t>(k) * out_last, x);
   }
 }
+
+// The reductions' terms: n of them, `step` apart, from each output's base offset in `in`.
+struct Terms {
+  std::int64_t n, step;
+};
 
 // One warp per output: lane l sums j = l, l+32, ... ascending, then a butterfly.
 template <typename I>
-__global__ void reduce_last_kernel(View out, View in, float scale, I outputs, int lo) {
+__global__ void reduce_rows_kernel(Operands o, Walk w, Terms t, float scale, I outputs) {
   const int lane = threadIdx.x & 31;
   const I warps = static_cast<I>(gridDim.x) * (blockDim.x / 32);
-  const int outer = kViewDims - 1;
-  const std::int64_t n = in.size[outer], step = in.stride[outer];
   for (I i = static_cast<I>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < outputs;
        i += warps) {
-    const std::int64_t base = offset_of(in, i, lo, outer);
+    std::int64_t at[2];
+    offsets_of(w, i, kViewDims - 1, at);
     float acc = 0.0f;
-    for (std::int64_t j = lane; j < n; j += 32) acc += load(in, base + j * step);
+    for (std::int64_t j = lane; j < t.n; j += 32) acc += load(o.a, o.a_f32, at[1] + j * t.step);
     for (int offset = 16; offset > 0; offset >>= 1)
       acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-    if (lane == 0) store(out, offset_of(out, i, lo, outer), __fmul_rn(scale, acc));
+    if (lane == 0) store(o.out, o.out_f32, at[0], __fmul_rn(scale, acc));
   }
 }
 
-// One thread per output, j ascending (the CPU reference's order): for a strided last dimension
-// (a column sum, GQA's repeats), where neighbouring outputs are neighbours in memory and a
-// warp's loads stay coalesced; a warp per output would scatter them.
+// One thread per output, j ascending (the CPU reference's order): a strided last dimension of
+// few terms (GQA's repeats), where neighbouring outputs are neighbours in memory and a warp's
+// loads stay coalesced.
 template <typename I>
-__global__ void reduce_strided_kernel(View out, View in, float scale, I outputs, int lo) {
-  const int outer = kViewDims - 1;
-  const std::int64_t n = in.size[outer], step = in.stride[outer];
+__global__ void reduce_few_kernel(Operands o, Walk w, Terms t, float scale, I outputs) {
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < outputs;
        i += static_cast<I>(gridDim.x) * blockDim.x) {
-    const std::int64_t base = offset_of(in, i, lo, outer);
+    std::int64_t at[2];
+    offsets_of(w, i, kViewDims - 1, at);
     float acc = 0.0f;
-    for (std::int64_t j = 0; j < n; ++j) acc += load(in, base + j * step);
-    store(out, offset_of(out, i, lo, outer), __fmul_rn(scale, acc));
+    for (std::int64_t j = 0; j < t.n; ++j) acc += load(o.a, o.a_f32, at[1] + j * t.step);
+    store(o.out, o.out_f32, at[0], __fmul_rn(scale, acc));
   }
 }
 
-// 32-bit indices where n (and the grid's stride past it) fits.
-bool fits_32(std::int64_t n) { return n < (std::int64_t{1} << 31); }
+// A strided last dimension of many terms (a column sum): block (32, kRowGroups) per 32
+// neighbouring outputs; row group g sums j = g, g + kRowGroups, ... ascending, then thread
+// (x, 0) adds the groups' partials in order 0, 1, ...: a fixed order on every run.
+template <typename I>
+__global__ void reduce_columns_kernel(Operands o, Walk w, Terms t, float scale, I outputs) {
+  __shared__ float partial[kRowGroups][33];
+  for (I first = static_cast<I>(blockIdx.x) * 32; first < outputs;
+       first += static_cast<I>(gridDim.x) * 32) {
+    const I i = first + threadIdx.x;
+    std::int64_t at[2] = {0, 0};
+    if (i < outputs) offsets_of(w, i, kViewDims - 1, at);
+    float acc = 0.0f;
+    if (i < outputs)
+      for (std::int64_t j = threadIdx.y; j < t.n; j += kRowGroups)
+        acc += load(o.a, o.a_f32, at[1] + j * t.step);
+    partial[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < outputs) {
+      float sum = partial[0][threadIdx.x];
+      for (int g = 1; g < kRowGroups; ++g) sum += partial[g][threadIdx.x];
+      store(o.out, o.out_f32, at[0], __fmul_rn(scale, sum));
+    }
+    __syncthreads();
+  }
+}
 
 std::int64_t elements(const View& v) {
   std::int64_t n = 1;
   for (std::int64_t s : v.size) n *= s;
   return n;
+}
+
+// The walk over `shape`'s sizes in [lo, hi) with each view's strides.
+Walk make_walk(const View& shape, const View* const* views, int count, int lo, int hi) {
+  Walk w{};
+  w.lo = lo;
+  for (int d = 0; d < kViewDims; ++d) {
+    w.div[d] = make_divider(d >= lo && d < hi ? shape.size[d] : 1);
+    for (int k = 0; k < count; ++k) w.stride[k][d] = views[k]->stride[d];
+  }
+  return w;
+}
+
+// 32-bit indices (and magic-number divisions) where every index fits below 2^31.
+bool fits_32(std::int64_t n) { return n < (std::int64_t{1} << 31); }
+
+template <typename I>
+void elementwise_as(std::int32_t op, const Operands& o, const View& out, const View& a,
+                    const View& b, float scalar, int lo, std::int64_t n, cudaStream_t stream) {
+  const View* views[kOperands] = {&out, &a, &b};
+  if (op == 11) {
+    const int last = kViewDims - 1;
+    const Walk w = make_walk(out, views, kOperands, lo, last);
+    cat_last_kernel<I><<<grid_for(n), kThreads, 0, stream>>>(
+        o, w, make_divider(out.size[last]), static_cast<I>(a.size[last]), out.stride[last],
+        a.stride[last], b.stride[last], static_cast<I>(n));
+    return;
+  }
+  const Walk w = make_walk(out, views, kOperands, lo, kViewDims);
+  const unsigned grid = grid_for(n, std::int64_t{kUnroll} * kThreads);
+  if (op == 2 || op == 3 || op == 10) {
+    elementwise_kernel<true, I><<<grid, kThreads, 0, stream>>>(op, o, w, scalar, static_cast<I>(n));
+  } else {
+    elementwise_kernel<false, I>
+        <<<grid, kThreads, 0, stream>>>(op, o, w, scalar, static_cast<I>(n));
+  }
+}
+
+template <typename I>
+void reduce_as(const Operands& o, const View& out, const View& in, float scale, int lo,
+               std::int64_t outputs, cudaStream_t stream) {
+  const int last = kViewDims - 1;
+  const View* views[2] = {&out, &in};
+  const Walk w = make_walk(out, views, 2, lo, last);
+  const Terms t{in.size[last], in.stride[last]};
+  const auto count = static_cast<I>(outputs);
+  if (t.step == 1) {
+    reduce_rows_kernel<I><<<grid_for(outputs * 32), kThreads, 0, stream>>>(o, w, t, scale, count);
+  } else if (t.n < kManyTerms) {
+    reduce_few_kernel<I><<<grid_for(outputs), kThreads, 0, stream>>>(o, w, t, scale, count);
+  } else {
+    reduce_columns_kernel<I>
+        <<<grid_for(outputs, 32), dim3(32, kRowGroups), 0, stream>>>(o, w, t, scale, count);
+  }
 }
 
 }  // namespace
@@ -157,23 +312,12 @@ cudaError_t launch_elementwise(std::int32_t op, const View& out, const View& a, 
                                float scalar, int lo, cudaStream_t stream) {
   const std::int64_t n = elements(out);
   if (n <= 0) return cudaSuccess;
-  const unsigned grid = grid_for(n);
-  if (op == 11) {
-    if (fits_32(n)) {
-      cat_last_kernel<std::uint32_t>
-          <<<grid, kThreads, 0, stream>>>(out, a, b, static_cast<std::uint32_t>(n), lo);
-    } else {
-      cat_last_kernel<std::int64_t><<<grid, kThreads, 0, stream>>>(out, a, b, n, lo);
-    }
-    return cudaGetLastError();
-  }
-  const bool binary = op == 2 || op == 3 || op == 10;
-  if (fits_32(n)) {
-    elementwise_kernel<std::uint32_t><<<grid, kThreads, 0, stream>>>(
-        op, out, a, b, binary, scalar, static_cast<std::uint32_t>(n), lo);
+  const Operands o{const_cast<void*>(out.data), a.data, b.data, out.f32, a.f32, b.f32};
+  // The tile loop's last index reaches n + a grid's tile: 32 bits below 2^30 elements.
+  if (n < (std::int64_t{1} << 30)) {
+    elementwise_as<std::uint32_t>(op, o, out, a, b, scalar, lo, n, stream);
   } else {
-    elementwise_kernel<std::int64_t>
-        <<<grid, kThreads, 0, stream>>>(op, out, a, b, binary, scalar, n, lo);
+    elementwise_as<std::uint64_t>(op, o, out, a, b, scalar, lo, n, stream);
   }
   return cudaGetLastError();
 }
@@ -182,23 +326,11 @@ cudaError_t launch_reduce_last(const View& out, const View& in, float scale, int
                                cudaStream_t stream) {
   const std::int64_t outputs = elements(out);
   if (outputs <= 0) return cudaSuccess;
-  if (in.stride[kViewDims - 1] != 1) {
-    const unsigned grid = grid_for(outputs);
-    if (fits_32(outputs)) {
-      reduce_strided_kernel<std::uint32_t>
-          <<<grid, kThreads, 0, stream>>>(out, in, scale, static_cast<std::uint32_t>(outputs), lo);
-    } else {
-      reduce_strided_kernel<std::int64_t>
-          <<<grid, kThreads, 0, stream>>>(out, in, scale, outputs, lo);
-    }
-    return cudaGetLastError();
-  }
-  const unsigned grid = grid_for(outputs * 32);
+  const Operands o{const_cast<void*>(out.data), in.data, nullptr, out.f32, in.f32, 0};
   if (fits_32(outputs * 32)) {
-    reduce_last_kernel<std::uint32_t>
-        <<<grid, kThreads, 0, stream>>>(out, in, scale, static_cast<std::uint32_t>(outputs), lo);
+    reduce_as<std::uint32_t>(o, out, in, scale, lo, outputs, stream);
   } else {
-    reduce_last_kernel<std::int64_t><<<grid, kThreads, 0, stream>>>(out, in, scale, outputs, lo);
+    reduce_as<std::uint64_t>(o, out, in, scale, lo, outputs, stream);
   }
   return cudaGetLastError();
 }
