@@ -55,12 +55,19 @@ struct ThreadPlacement {
 // One rank of a multi-rank arm (--gpus N > 1): its own step times and phases.
 // --schedule deepspeed with --model: one module's device operations in a step (the decoder as
 // eager PyTorch launches it, src/step/eager_decoder.hpp): what the plan states and what went
-// through the Device, counted (kernels: kernel calls and fills; copies).
+// through the Device, counted (kernels: kernel calls and fills; copies). The math's counts, then
+// DeepSpeed's own copies over the link attributed to the module (src/step/deepspeed_plan.hpp
+// DsModuleCopies: its visits' parameter fetches; its gradient hooks' bucket flushes, the
+// end-of-backward flush with the embedding's).
 struct ModuleDeviceOps {
   std::string module;  // the module's name: "embedding", "layers.0", ..., "head"
   std::int64_t plan_forward = 0, plan_backward = 0;
   std::int64_t kernels_forward = 0, kernels_backward = 0;
   std::int64_t copies_forward = 0, copies_backward = 0;
+  std::int64_t plan_fetch_forward = 0, plan_fetch_backward = 0;  // H2D parameter fetches
+  std::int64_t fetch_forward = 0, fetch_backward = 0;
+  std::int64_t plan_grad_d2h = 0, plan_grad_h2d = 0;  // the gradient flushes' copies
+  std::int64_t grad_d2h = 0, grad_h2d = 0;
 };
 
 struct RankResult {

@@ -232,7 +232,11 @@ Json arm_object(const ArmResult& r, ArmDocument doc) {
       ops.push_back(Json{{"module", m.module},
                          {"plan", {m.plan_forward, m.plan_backward}},
                          {"kernels", {m.kernels_forward, m.kernels_backward}},
-                         {"copies", {m.copies_forward, m.copies_backward}}});
+                         {"copies", {m.copies_forward, m.copies_backward}},
+                         {"plan_fetches", {m.plan_fetch_forward, m.plan_fetch_backward}},
+                         {"fetches", {m.fetch_forward, m.fetch_backward}},
+                         {"plan_grad_copies", {m.plan_grad_d2h, m.plan_grad_h2d}},
+                         {"grad_copies", {m.grad_d2h, m.grad_h2d}}});
     }
     j["device_ops"] = std::move(ops);
   }
@@ -304,6 +308,13 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
     pair("plan", d.plan_forward, d.plan_backward);
     pair("kernels", d.kernels_forward, d.kernels_backward);
     pair("copies", d.copies_forward, d.copies_backward);
+    // DeepSpeed's copies per module came later: absent in older documents.
+    if (m.contains("fetches")) {
+      pair("plan_fetches", d.plan_fetch_forward, d.plan_fetch_backward);
+      pair("fetches", d.fetch_forward, d.fetch_backward);
+      pair("plan_grad_copies", d.plan_grad_d2h, d.plan_grad_h2d);
+      pair("grad_copies", d.grad_d2h, d.grad_h2d);
+    }
     r.device_ops.push_back(std::move(d));
   }
 }

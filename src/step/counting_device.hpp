@@ -1,8 +1,9 @@
 // Internal to src/step: a Device that forwards every call to another (zob/forwarding_device.hpp)
 // and counts the device operations issued through it: kernels (every kernel call, fill and
-// fill_zero: eager's memsets and fills are device ops too) and copies. The deepspeed schedule runs
-// its module math through one to record each module's counts beside its plan
-// (ArmResult::device_ops).
+// fill_zero: eager's memsets and fills are device ops too) and copies, and of those the copies
+// over the link by direction. The deepspeed schedule runs its module math through one, and its
+// parameter fetches and gradient copies through another, to record each module's counts beside
+// its plan (ArmResult::device_ops).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@ class CountingDevice final : public ForwardingDevice {
  public:
   struct Counts {
     std::int64_t kernels = 0, copies = 0;
+    std::int64_t h2d = 0, d2h = 0;  // of the copies: copy_to_device, copy_to_host
   };
   explicit CountingDevice(Device& inner) : ForwardingDevice(inner) {}
   Counts counts() const { return counts_; }
@@ -29,6 +31,8 @@ class CountingDevice final : public ForwardingDevice {
       if (std::strcmp(op, name) == 0) return;
     if (std::strncmp(op, "copy_", 5) == 0) {
       ++counts_.copies;
+      if (std::strcmp(op, "copy_to_device") == 0) ++counts_.h2d;
+      if (std::strcmp(op, "copy_to_host") == 0) ++counts_.d2h;
     } else {
       ++counts_.kernels;
     }

@@ -294,6 +294,29 @@ DeepSpeedPlan::Count DeepSpeedPlan::d2h() const {
   return c;
 }
 
+std::vector<DsModuleCopies> DeepSpeedPlan::module_copies(std::int64_t modules) const {
+  std::vector<DsModuleCopies> out(static_cast<std::size_t>(modules));
+  const auto flushed = [&](DsModuleCopies& m, const DsFlush& f) {
+    const auto n = static_cast<std::int64_t>(f.tensors.size());
+    m.grad_d2h += 2 * n;
+    m.grad_h2d += n;
+  };
+  std::size_t next_flush = 0;
+  for (const DsVisit& v : visits) {
+    DsModuleCopies& m = out[static_cast<std::size_t>(v.module)];
+    if (offload_param) {
+      const auto n = static_cast<std::int64_t>(v.fetch.size() + v.prefetch.size());
+      (v.forward ? m.fetch_forward : m.fetch_backward) += n;
+    }
+    for (const bool flush : v.flush_before) {
+      if (flush) flushed(m, flushes[next_flush++]);
+    }
+  }
+  for (; next_flush < flushes.size(); ++next_flush)
+    flushed(out[static_cast<std::size_t>(epilogue_module())], flushes[next_flush]);
+  return out;
+}
+
 int DeepSpeedPlan::host_waits() const {
   int w = 0;
   for (const DsVisit& v : visits) w += v.waits;

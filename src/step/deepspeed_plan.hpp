@@ -72,6 +72,20 @@ struct DsFlush {
   std::vector<int> tensors;  // in bucket order
 };
 
+// One module's copies over the link in a step, as the plan states them (module_copies). Per
+// rank: with N ranks each rank copies its partition of every tensor the plan names, so the
+// counts are the same on every rank (the collectives and the device-side copies around them
+// are not in them).
+struct DsModuleCopies {
+  // H2D parameter fetches (offload_param; none in copy_back): the fetch and prefetch copies of
+  // the module's visits in forward and in backward.
+  std::int64_t fetch_forward = 0, fetch_backward = 0;
+  // The bucket flushes the module's gradient hooks issue (the previous bucket's tensors, not
+  // the module's own), and for the epilogue module also the end-of-backward flush of the rest
+  // of the bucket: per flushed tensor two D2H copies (bf16, fp32) and one H2D (bf16 back).
+  std::int64_t grad_d2h = 0, grad_h2d = 0;
+};
+
 // The global gradient norm (complete_grad_norm_calculation_for_cpu_offload and its checks) in
 // the profile: a float64 scalar read (8 B), two 4 B scalar writes from pageable memory, two
 // 4 B reads; every one a host synchronisation.
@@ -94,6 +108,13 @@ struct DeepSpeedPlan {
   Count d2h() const;
   int host_waits() const;  // fetch-stream synchronisations in forward + backward
   std::int64_t fetched_elements() const;
+  // The module whose gradient hooks ran last in backward (the embedding): the epilogue's flush
+  // of the rest of the bucket, which no hook issues, is counted with its hooks' copies.
+  std::int64_t epilogue_module() const { return visits.back().module; }
+  // Per module (index: the tool's module), its copies in forward and backward. They sum to
+  // h2d() less the persistent gathers after the step and the norm's scalar writes, and to
+  // d2h() less the norm's scalar reads.
+  std::vector<DsModuleCopies> module_copies(std::int64_t modules) const;
 };
 
 DeepSpeedPlan build_deepspeed_plan(const ModelLayout& layout, Loop loop,

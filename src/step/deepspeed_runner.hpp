@@ -112,6 +112,8 @@ class DeepSpeedRunner {
   void allocate_host();
   void allocate_device();
   void create_events();
+  // Every fetch, gather and gradient copy over the link goes through here (through
+  // link_counting_ under --model); the norm's scalars and copy_back's pieces do not.
   void copy(TimedCopies& c, Queue q, const char* track, const std::string& name, bool to_device,
             void* dst, const void* src, std::size_t bytes);
   void fetch(const std::vector<int>& ids);
@@ -120,6 +122,16 @@ class DeepSpeedRunner {
   void backward();
   // Runs module j's forward or backward math, counting its Device operations (--model).
   void counted_math(std::int64_t j, bool forward, const std::function<void()>& run);
+  // --model: device_ops_ with the plan's statements, one entry per module, and the counting
+  // device copy() goes through.
+  void init_device_ops();
+  CountingDevice::Counts link_counts() const {
+    return link_counting_ ? link_counting_->counts() : CountingDevice::Counts{};
+  }
+  // --model: the link copies issued through link_counting_ since `since`, added to module j's
+  // fetches (H2D) in one direction or to its gradient copies (D2H and H2D).
+  enum class CopyUse { fetch_forward, fetch_backward, gradients };
+  void count_link_copies(std::int64_t j, CopyUse use, const CountingDevice::Counts& since);
   void gradient_hooks(std::int64_t module);
   // Every parameter is resident at its own offset: a shared tensor (tied table) is there too.
   const bf16* shared_weights(const ModuleSlice& m) const {
@@ -165,6 +177,9 @@ class DeepSpeedRunner {
   // --model: the module math's Device calls go through counting_ (declared first: math_'s
   // buffers release through it), each module's counts into device_ops_.
   std::unique_ptr<CountingDevice> counting_;
+  // --model: copy()'s Device calls, so that each module's fetches and gradient copies are
+  // counted apart from its math.
+  std::unique_ptr<CountingDevice> link_counting_;
   std::vector<ModuleDeviceOps> device_ops_;
   ModuleMath math_;
 

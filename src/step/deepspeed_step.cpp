@@ -130,18 +130,42 @@ void DeepSpeedRunner::allocate_device() {
       uses_eager_decoder(cfg_) ? *(counting_ = std::make_unique<CountingDevice>(dev_)) : dev_;
   math_ =
       ModuleMath(math_device, cfg_, layout_, cfg_.seed + static_cast<std::uint64_t>(comm_->rank()));
-  if (counting_) {
-    const EagerOpCounts plan = eager_op_counts(cfg_);
-    for (std::int64_t j = 0; j < modules(); ++j) {
-      ModuleDeviceOps m;
-      m.module = layout_.modules[static_cast<std::size_t>(j)].name;
-      const bool head = j == modules() - 1, embedding = j == 0;
-      m.plan_forward =
-          embedding ? plan.embedding_forward : (head ? plan.head_forward : plan.layer_forward);
-      m.plan_backward =
-          embedding ? plan.embedding_backward : (head ? plan.head_backward : plan.layer_backward);
-      device_ops_.push_back(m);
-    }
+  if (counting_) init_device_ops();
+}
+
+void DeepSpeedRunner::init_device_ops() {
+  link_counting_ = std::make_unique<CountingDevice>(dev_);
+  const EagerOpCounts plan = eager_op_counts(cfg_);
+  const std::vector<DsModuleCopies> copies = plan_.module_copies(modules());
+  for (std::int64_t j = 0; j < modules(); ++j) {
+    ModuleDeviceOps m;
+    m.module = layout_.modules[static_cast<std::size_t>(j)].name;
+    const bool head = j == modules() - 1, embedding = j == 0;
+    m.plan_forward =
+        embedding ? plan.embedding_forward : (head ? plan.head_forward : plan.layer_forward);
+    m.plan_backward =
+        embedding ? plan.embedding_backward : (head ? plan.head_backward : plan.layer_backward);
+    const DsModuleCopies& c = copies[static_cast<std::size_t>(j)];
+    m.plan_fetch_forward = c.fetch_forward;
+    m.plan_fetch_backward = c.fetch_backward;
+    m.plan_grad_d2h = c.grad_d2h;
+    m.plan_grad_h2d = c.grad_h2d;
+    device_ops_.push_back(m);
+  }
+}
+
+void DeepSpeedRunner::count_link_copies(std::int64_t j, CopyUse use,
+                                        const CountingDevice::Counts& since) {
+  if (!link_counting_) return;
+  const CountingDevice::Counts now = link_counting_->counts();
+  ModuleDeviceOps& m = device_ops_[static_cast<std::size_t>(j)];
+  switch (use) {
+    case CopyUse::fetch_forward: m.fetch_forward += now.h2d - since.h2d; break;
+    case CopyUse::fetch_backward: m.fetch_backward += now.h2d - since.h2d; break;
+    case CopyUse::gradients:
+      m.grad_d2h += now.d2h - since.d2h;
+      m.grad_h2d += now.h2d - since.h2d;
+      break;
   }
 }
 
@@ -200,11 +224,12 @@ void DeepSpeedRunner::copy(TimedCopies& c, Queue q, const char* track, const std
                            bool to_device, void* dst, const void* src, std::size_t bytes) {
   DeviceEvent& start = c.start[c.used];
   DeviceEvent& end = c.end[c.used];
+  Device& link = link_counting_ ? *link_counting_ : dev_;
   dev_.record(start, q);
   if (to_device) {
-    dev_.copy_to_device(q, dst, src, bytes);
+    link.copy_to_device(q, dst, src, bytes);
   } else {
-    dev_.copy_to_host(q, dst, src, bytes);
+    link.copy_to_host(q, dst, src, bytes);
   }
   dev_.record(end, q);
   c.names.push_back(name);
@@ -232,6 +257,7 @@ void DeepSpeedRunner::fetch(const std::vector<int>& ids) {
 // synchronises the fetch stream; compute then waits for it), prefetch. Returns the next index.
 std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
   const std::int64_t module = plan_.visits[v].module;
+  const CountingDevice::Counts before = link_counts();
   for (; v < plan_.visits.size() && plan_.visits[v].module == module &&
          plan_.visits[v].forward == forward;
        ++v) {
@@ -245,6 +271,7 @@ std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
     if (last_fetch_ != nullptr) dev_.queue_wait(Queue::compute, *last_fetch_);
     fetch(visit.prefetch);
   }
+  count_link_copies(module, forward ? CopyUse::fetch_forward : CopyUse::fetch_backward, before);
   return v;
 }
 
@@ -283,8 +310,10 @@ void DeepSpeedRunner::backward() {
     dev_.record(task_end_[M + j], Queue::compute);
   }
   // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for
-  // the reduce stream.
+  // the reduce stream. No hook issues it: its copies count with the module whose hooks ran last.
+  const CountingDevice::Counts before = link_counts();
   while (next_flush_ < plan_.flushes.size()) flush(plan_.flushes[next_flush_++]);
+  count_link_copies(plan_.epilogue_module(), CopyUse::gradients, before);
   host_.backward = seconds_between(tb, Clock::now());
   phase_ = Phase::grad_offload;  // the host waits for the reduce stream
   const auto tw = Clock::now();
@@ -295,11 +324,13 @@ void DeepSpeedRunner::backward() {
 // The module's gradients are complete: each joins the bucket (the reduce stream waits for
 // compute), and a gradient that would overflow it flushes it first.
 void DeepSpeedRunner::gradient_hooks(std::int64_t module) {
+  const CountingDevice::Counts before = link_counts();
   dev_.record(grad_ready_[module], Queue::compute);
   dev_.queue_wait(Queue::d2h, grad_ready_[module]);
   for (bool flush_first : flush_of_module_[static_cast<std::size_t>(module)]) {
     if (flush_first) flush(plan_.flushes[next_flush_++]);
   }
+  count_link_copies(module, CopyUse::gradients, before);
   // Compute resumes here: a flush from unregistered memory blocked the host, and that gap is
   // not compute (the bound's compute_s leaves it out).
   dev_.record(hook_done_[module], Queue::compute);
@@ -441,6 +472,8 @@ StepSample DeepSpeedRunner::run_step(int t) {
   last_fetch_ = nullptr;
   reduce_events_.clear();
   next_flush_ = 0;
+  for (ModuleDeviceOps& m : device_ops_)  // the last step's copies, like the math's counts
+    m.fetch_forward = m.fetch_backward = m.grad_d2h = m.grad_h2d = 0;
   if (sharded()) comm_->barrier();  // the ranks start together: the slowest sets the time
   const auto t0 = Clock::now();
   dev_.record(*origin_, Queue::compute);

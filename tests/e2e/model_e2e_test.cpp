@@ -93,6 +93,35 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelE2E,
                            return name + "_" + std::to_string(std::get<1>(info.param)) + "gpus";
                          });
 
+// DeepSpeed's own copies in a run's device_ops, module by module: the parameter fetches and the
+// gradient copies counted through the Device equal the plan's. At the defaults one bucket holds
+// every gradient, so the end-of-backward flush, counted with the embedding, copies them all:
+// bf16 and fp32 out, bf16 back. Returns the fetches counted (forward and backward).
+std::int64_t expect_copies_as_planned(const nlohmann::json& ops) {
+  std::int64_t fetches = 0;
+  for (const auto& m : ops) {
+    SCOPED_TRACE(m.at("module").get<std::string>());
+    EXPECT_EQ(m.at("fetches"), m.at("plan_fetches"));
+    EXPECT_EQ(m.at("grad_copies"), m.at("plan_grad_copies"));
+    fetches += m.at("fetches")[0].get<std::int64_t>() + m.at("fetches")[1].get<std::int64_t>();
+    if (&m != &ops[0]) EXPECT_EQ(m.at("grad_copies"), nlohmann::json::array({0, 0}));
+  }
+  const std::int64_t grad_h2d = ops[0].at("grad_copies")[1].get<std::int64_t>();
+  EXPECT_GT(grad_h2d, 0);
+  EXPECT_EQ(ops[0].at("grad_copies")[0], 2 * grad_h2d);
+  return fetches;
+}
+
+// One registered step of --schedule deepspeed (its eager decoder by default) on the CPU device.
+BenchRun run_eager_deepspeed(const std::string& model, const char* gpus, bool offload) {
+  std::vector<std::string> args{"--device",  "cpu",       "--model",    model,     "--schedule",
+                                "deepspeed", "--arms",    "registered", "--batch", "2",
+                                "--seq",     "5",         "--steps",    "1",       "--warmup",
+                                "0",         "--threads", "2",          "--gpus",  gpus};
+  if (offload) args.push_back("--offload-param");
+  return run_bench(args);
+}
+
 // --schedule deepspeed's decoder is eager PyTorch's kernel sequence: every module's Device
 // calls, counted through the Device in a real CPU-device run, equal the plan's (device_ops),
 // in both loops and with 2 ranks (rank 0's); per layer they are eager's counts of
@@ -101,7 +130,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ModelE2E,
 // backward with q/k/v biases) and with its explicit attention in place of cuDNN's sdpa
 // (6 calls forward against 2, 8 backward against 6): Llama 41 - 2 + 4 = 43 forward,
 // 84 - 4 + 2 = 82 backward; Qwen2 with biases 41 - 2 + 4 + 3 bias adds = 46 (eager adds them
-// in the gemm's epilogue), 90 - 7 + 2 = 85. The module math copies nothing.
+// in the gemm's epilogue), 90 - 7 + 2 = 85. The module math copies nothing. DeepSpeed's own
+// copies per module, counted too, are the plan's: the parameter fetches of its visits
+// (offload_param only) and its gradient flushes; at the defaults one bucket holds every
+// gradient, so the end-of-backward flush, counted with the embedding, copies them all.
 TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
   struct Case {
     const char* fixture;
@@ -112,13 +144,7 @@ TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
     for (const char* gpus : {"1", "2"}) {
       for (const bool offload : {false, true}) {
         SCOPED_TRACE(std::string(c.fixture) + " gpus " + gpus + (offload ? " offload" : ""));
-        std::vector<std::string> args{"--device",   "cpu",       "--model",  fixture(c.fixture),
-                                      "--schedule", "deepspeed", "--arms",   "registered",
-                                      "--batch",    "2",         "--seq",    "5",
-                                      "--steps",    "1",         "--warmup", "0",
-                                      "--threads",  "2",         "--gpus",   gpus};
-        if (offload) args.push_back("--offload-param");
-        const BenchRun r = run_bench(args);
+        const BenchRun r = run_eager_deepspeed(fixture(c.fixture), gpus, offload);
         ASSERT_EQ(r.rc, 0) << r.err;
         const nlohmann::json d = driver_result(r);
         ASSERT_FALSE(d.is_null()) << r.out;
@@ -129,6 +155,9 @@ TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
           EXPECT_EQ(m.at("kernels"), m.at("plan"));
           EXPECT_EQ(m.at("copies"), nlohmann::json::array({0, 0}));
         }
+        // Every tensor of these models is under the persistence threshold: nothing is fetched
+        // per module (DeepSpeedCountsEveryModulesFetches... fetches).
+        EXPECT_EQ(expect_copies_as_planned(ops), 0);
         for (const std::size_t layer : {std::size_t{1}, std::size_t{2}}) {
           EXPECT_EQ(ops[layer].at("plan"),
                     nlohmann::json::array({c.layer_forward, c.layer_backward}));
@@ -145,6 +174,29 @@ TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesDeviceOpsAsThePlanStatesThem) {
                                 "--steps", "1", "--warmup", "0", "--threads", "2"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_FALSE(driver_result(r).at("registered").contains("device_ops"));
+}
+
+// A model whose projections and tables exceed DeepSpeed's persistence threshold (1e5 elements:
+// 384 x 384, 384 x 512, 512 x 384; its 384 x 128 k / v projections and norms persist): each
+// module's forward fetches them (offload_param; the reuse distance keeps them for backward),
+// one H2D copy per tensor on every rank, as the plan states, with 1 and 2 ranks; the copy_back
+// loop fetches nothing over the link.
+TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesFetchesAndGradientCopiesAsThePlanStatesThem) {
+  for (const char* gpus : {"1", "2"}) {
+    for (const bool offload : {false, true}) {
+      SCOPED_TRACE(std::string("gpus ") + gpus + (offload ? " offload" : ""));
+      const BenchRun r = run_eager_deepspeed(fixture("small-llama"), gpus, offload);
+      ASSERT_EQ(r.rc, 0) << r.err;
+      const nlohmann::json d = driver_result(r);
+      ASSERT_FALSE(d.is_null()) << r.out;
+      const nlohmann::json& ops = d.at("registered").at("device_ops");
+      ASSERT_EQ(ops.size(), 4u);
+      const std::int64_t fetches = expect_copies_as_planned(ops);
+      // embedding, per layer q / o / gate / up / down, head.
+      EXPECT_EQ(fetches, offload ? 1 + 2 * 5 + 1 : 0);
+      for (const auto& m : ops) EXPECT_EQ(m.at("fetches")[1], 0) << m.at("module");
+    }
+  }
 }
 
 // The plan for the two models of eager-kernels.md, from their configs, without running them:

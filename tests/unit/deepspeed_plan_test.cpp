@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "small_model_config.hpp"
 #include "step/deepspeed_plan.hpp"
 #include "zob/model.hpp"
 
@@ -180,6 +181,47 @@ TEST(DeepSpeedPlan, SmallReuseDistanceReleasesAfterEveryUse) {
   // (a reuse distance of 0 looks at no later module).
   const std::int64_t persistent = elements(p, p.persistent);
   EXPECT_EQ(p.fetched_elements(), 2 * (l.total - persistent) + persistent);
+}
+
+// The per-module statement (device_ops' plan_fetches / plan_grad_copies) is the plan's copies
+// split by module: with the persistent gathers after the step and the norm's scalars it sums to
+// h2d() and d2h(). The tiny knobs flush in the hooks of several modules: each flush counts with
+// the module whose hook issued it, the rest of the bucket with the epilogue module.
+TEST(DeepSpeedPlan, ModuleCopiesSumToThePlansTotals) {
+  const DeepSpeedKnobs tiny = test::tiny_deepspeed_knobs();
+  const ModelLayout small = ModelLayout::build(test::small_model_config(1, 0, 1, 1).model);
+  for (const Loop loop : {Loop::copy_back, Loop::offload_param}) {
+    for (const DeepSpeedKnobs& k : {DeepSpeedKnobs{}, tiny}) {
+      const bool flushes_in_hooks = k.reduce_bucket == tiny.reduce_bucket;
+      SCOPED_TRACE(std::string(to_string(loop)) + (flushes_in_hooks ? " tiny knobs" : ""));
+      const DeepSpeedPlan p = build_deepspeed_plan(small, loop, k);
+      const auto M = static_cast<std::int64_t>(small.modules.size());
+      const std::vector<DsModuleCopies> per = p.module_copies(M);
+      ASSERT_EQ(per.size(), small.modules.size());
+      std::int64_t fetches = 0, d2h = 0, h2d = 0, hook_modules = 0;
+      for (const DsModuleCopies& m : per) {
+        fetches += m.fetch_forward + m.fetch_backward;
+        d2h += m.grad_d2h;
+        h2d += m.grad_h2d;
+        EXPECT_EQ(m.grad_d2h, 2 * m.grad_h2d);  // bf16 and fp32 out, bf16 back
+        hook_modules += m.grad_h2d > 0 ? 1 : 0;
+      }
+      const auto persistent = loop == Loop::offload_param ? std::ssize(p.persistent) : 0;
+      EXPECT_EQ(fetches + persistent + h2d + kNormWrites, p.h2d().copies);
+      EXPECT_EQ(d2h + kNormReads, p.d2h().copies);
+      EXPECT_EQ(h2d, std::ssize(p.tensors));  // every gradient flushed once
+      if (loop == Loop::copy_back) EXPECT_EQ(fetches, 0);
+      EXPECT_EQ(p.epilogue_module(), 0);  // the embedding's hooks run last
+      const DsFlush& epilogue = p.flushes.back();
+      EXPECT_GE(per[0].grad_h2d, std::ssize(epilogue.tensors));
+      if (flushes_in_hooks) {
+        EXPECT_GT(hook_modules, 2);  // flushes issued by several modules' hooks
+      } else {
+        EXPECT_EQ(hook_modules, 1);  // one bucket: the epilogue flushes it all
+        EXPECT_EQ(per[0].grad_h2d, std::ssize(p.tensors));
+      }
+    }
+  }
 }
 
 }  // namespace

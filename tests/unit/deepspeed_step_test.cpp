@@ -103,6 +103,45 @@ TEST_P(DeepSpeedStep, ReportsDeepSpeedsPhases) {
   EXPECT_EQ(d2h, plan.d2h().copies - step_detail::kNormReads);
 }
 
+// The eager decoder (deepspeed with --model): each module's parameter fetches and gradient copies,
+// counted through the Device in the last of two steps, are the plan's (device_ops), with
+// DeepSpeed's knobs shrunk to tiny-qwen2 (about 78k parameters) so that backward fetches again and
+// several modules' hooks flush the bucket.
+TEST_P(DeepSpeedStep, CountsEachModulesCopiesAsThePlanStatesThem) {
+  RunConfig c = test::small_model_config(2, 0, 2, 4321);
+  c.model = resolve_model(std::string(ZOB_SOURCE_DIR) + "/tests/models/tiny-qwen2");
+  c.loop = GetParam();
+  c.schedule = Schedule::deepspeed;
+  c.decoder = DecoderKernels::eager;
+  DeepSpeedKnobs k;
+  k.persistence_threshold = 64;  // the norms and biases stay on the device
+  k.prefetch_bucket = 8000;
+  k.max_live = 20000;
+  k.max_reuse_distance = 20000;  // the first layer is released in forward, fetched again
+  k.reduce_bucket = 20000;       // a flush every layer or so
+  const step_detail::DeepSpeedPlan plan =
+      step_detail::build_deepspeed_plan(ModelLayout::build(c.model), c.loop, k);
+  const auto modules = static_cast<std::int64_t>(ModelLayout::build(c.model).modules.size());
+  std::int64_t fetched_in_backward = 0, flushing_modules = 0;
+  for (const step_detail::DsModuleCopies& m : plan.module_copies(modules)) {
+    fetched_in_backward += m.fetch_backward;
+    flushing_modules += m.grad_h2d > 0 ? 1 : 0;
+  }
+  if (c.loop == Loop::offload_param) ASSERT_GT(fetched_in_backward, 0);
+  ASSERT_GT(flushing_modules, 1);
+  const ArmRun ds = run(c, Arm::registered, &k);
+  ASSERT_TRUE(ds.result.ok) << ds.result.error;
+  ASSERT_EQ(std::ssize(ds.result.device_ops), modules);
+  for (const ModuleDeviceOps& m : ds.result.device_ops) {
+    SCOPED_TRACE(m.module);
+    EXPECT_EQ(m.fetch_forward, m.plan_fetch_forward);
+    EXPECT_EQ(m.fetch_backward, m.plan_fetch_backward);
+    EXPECT_EQ(m.grad_d2h, m.plan_grad_d2h);
+    EXPECT_EQ(m.grad_h2d, m.plan_grad_h2d);
+    EXPECT_EQ(m.copies_forward + m.copies_backward, 0);  // the math's own: none of these
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Loops, DeepSpeedStep,
                          ::testing::Values(Loop::copy_back, Loop::offload_param),
                          [](const auto& info) { return std::string(to_string(info.param)); });

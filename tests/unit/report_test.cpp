@@ -121,6 +121,39 @@ TEST(ArmResultJson, RoundTripKeepsEverythingIncludingSamples) {
   }
 }
 
+// device_ops survives the pipe field by field (every count distinct, so a swapped pair shows),
+// and a document written before DeepSpeed's copies were counted still reads, with them zero.
+TEST(ArmResultJson, DeviceOpsRoundTripEveryCount) {
+  Rng rng;
+  zob::ArmResult arm = random_run(rng).arms[0];
+  zob::ModuleDeviceOps m;
+  m.module = "layers.0";
+  std::int64_t* fields[] = {
+      &m.plan_forward,   &m.plan_backward,   &m.kernels_forward,    &m.kernels_backward,
+      &m.copies_forward, &m.copies_backward, &m.plan_fetch_forward, &m.plan_fetch_backward,
+      &m.fetch_forward,  &m.fetch_backward,  &m.plan_grad_d2h,      &m.plan_grad_h2d,
+      &m.grad_d2h,       &m.grad_h2d};
+  for (std::size_t i = 0; i < std::size(fields); ++i) *fields[i] = static_cast<std::int64_t>(i + 1);
+  arm.device_ops = {m};
+  nlohmann::json j = arm;
+  const auto back = nlohmann::json::parse(zob::dump_json(j)).get<zob::ArmResult>();
+  ASSERT_EQ(back.device_ops.size(), 1u);
+  const zob::ModuleDeviceOps& b = back.device_ops[0];
+  EXPECT_EQ(b.module, "layers.0");
+  const std::int64_t got[] = {
+      b.plan_forward,   b.plan_backward,   b.kernels_forward,    b.kernels_backward,
+      b.copies_forward, b.copies_backward, b.plan_fetch_forward, b.plan_fetch_backward,
+      b.fetch_forward,  b.fetch_backward,  b.plan_grad_d2h,      b.plan_grad_h2d,
+      b.grad_d2h,       b.grad_h2d};
+  for (std::size_t i = 0; i < std::size(got); ++i) EXPECT_EQ(got[i], *fields[i]) << i;
+  for (const char* key : {"plan_fetches", "fetches", "plan_grad_copies", "grad_copies"})
+    j["device_ops"][0].erase(key);
+  const auto old = j.get<zob::ArmResult>();
+  ASSERT_EQ(old.device_ops.size(), 1u);
+  EXPECT_EQ(old.device_ops[0].kernels_backward, 4);
+  EXPECT_EQ(old.device_ops[0].fetch_forward + old.device_ops[0].grad_h2d, 0);
+}
+
 TEST(ArmResultJson, NanLossSurvivesThePipe) {
   Rng rng;
   zob::RunResult run = random_run(rng);
