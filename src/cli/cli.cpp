@@ -16,6 +16,7 @@
 
 #include "report/plot.hpp"
 #include "zob/backends.hpp"
+#include "zob/build_info.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
 #include "zob/settings.hpp"
@@ -370,7 +371,7 @@ std::string version_text() {
     }
   }
   return fmt::format("{} {} (commit {}, {} build)\nbackends: {}\ncharts: svg{}", kProgram,
-                     ZOB_VERSION, ZOB_GIT_COMMIT, ZOB_BUILD_TYPE, backends,
+                     ZOB_VERSION, build_git_commit(), ZOB_BUILD_TYPE, backends,
                      plot_png_available() ? ", png (Cairo)" : " (no png: built without Cairo)");
 }
 

@@ -11,11 +11,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "zob/build_info.hpp"
 #include "zob/thread_pool.hpp"
 
-#ifndef ZOB_GIT_COMMIT
-#define ZOB_GIT_COMMIT "unknown"
-#endif
 #ifndef ZOB_VERSION
 #define ZOB_VERSION "0.0.0"
 #endif
@@ -82,7 +80,7 @@ std::string selected_thp_mode(const std::string& text) {
 HostEnvironment collect_host_environment() {
   HostEnvironment e;
   e.tool_version = ZOB_VERSION;
-  e.git_commit = ZOB_GIT_COMMIT;
+  e.git_commit = build_git_commit();
   e.build_type = ZOB_BUILD_TYPE;
 #if defined(__clang__)
   e.compiler = "clang " __clang_version__;
