@@ -77,5 +77,8 @@ struct PlannedDeviceOps {
   std::int64_t embedding[2] = {}, layer[2] = {}, head[2] = {};
 };
 std::optional<PlannedDeviceOps> planned_device_ops(const RunConfig& config);
+// The kernels a --model decoder's modules launch in this run, --decoder resolved: "eager"
+// (eager PyTorch's sequence: --schedule deepspeed) or "fused"; nullptr for the synthetic model.
+const char* decoder_kernels_used(const RunConfig& config);
 
 }  // namespace zob

@@ -143,8 +143,9 @@ void check_same_workload(const std::vector<nlohmann::json>& docs,
     for (const auto& [k, v] : ref.items()) keys.insert(k);
     for (const auto& [k, v] : w.items()) keys.insert(k);
     for (const auto& k : keys) {
-      const auto a = ref.contains(k) ? ref[k].dump() : "missing";
-      const auto b = w.contains(k) ? w[k].dump() : "missing";
+      // Absent and null both mean "does not apply" (a key added later, e.g. decoder).
+      const auto a = ref.contains(k) && !ref[k].is_null() ? ref[k].dump() : "null";
+      const auto b = w.contains(k) && !w[k].is_null() ? w[k].dump() : "null";
       if (a != b) {
         throw UsageError(fmt::format(
             "compare: the workloads differ: {} is {} in '{}' but {} in '{}'; rerun with the same "

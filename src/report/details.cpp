@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "report/json_util.hpp"
 #include "report/report.hpp"
@@ -11,6 +12,7 @@
 #include "zob/backends.hpp"
 #include "zob/environment.hpp"
 #include "zob/phase.hpp"
+#include "zob/step.hpp"
 #include "zob/text.hpp"
 
 namespace zob {
@@ -287,8 +289,13 @@ std::string render_environment_header(const RunResult& run) {
   out += fmt::format("# kernel: {}, host {}, started {}\n", one_line(h.kernel),
                      one_line(h.hostname), h.utc_start);
   const RunConfig& c = run.config;
-  out += fmt::format("# step: {} loop, {} schedule ({})\n", to_string(c.loop),
-                     to_string(c.schedule), schedule_description(c.schedule));
+  const char* decoder = decoder_kernels_used(c);
+  out += fmt::format("# step: {} loop, {} schedule ({}){}\n", to_string(c.loop),
+                     to_string(c.schedule), schedule_description(c.schedule),
+                     decoder == nullptr ? ""
+                     : std::string_view(decoder) == "eager"
+                         ? "; decoder: eager PyTorch's kernels per module"
+                         : "; decoder: fused kernels");
   return out;
 }
 

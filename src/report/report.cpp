@@ -194,6 +194,9 @@ nlohmann::ordered_json workload_json(const RunConfig& c) {
       w[key] = c.tokens_per_step();
     } else if (k == "params") {
       w[key] = parameter_count(c.model);
+    } else if (k == "decoder") {  // --decoder resolved: which kernels ran, not what was asked
+      const char* used = decoder_kernels_used(c);
+      w[key] = used != nullptr ? nlohmann::json(used) : nlohmann::json(nullptr);
     } else {
       w[key] = setting_of_key(k).write(c);
     }

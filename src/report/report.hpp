@@ -60,11 +60,11 @@ nlohmann::ordered_json driver_result_json(const RunResult& run);
 // follows from them (model name, architecture, tokens_per_step, params). A unit test holds
 // the two lists together.
 inline constexpr const char* kWorkloadKeys[] = {
-    "model",       "architecture",    "vocab",  "hidden", "layers",  "batch",
-    "seq",         "tokens_per_step", "params", "steps",  "warmup",  "loop",
-    "chunk_elems", "sub_group_size",  "seed",   "gpus",   "schedule"};
+    "model",       "architecture",    "vocab",  "hidden", "layers",   "batch",
+    "seq",         "tokens_per_step", "params", "steps",  "warmup",   "loop",
+    "chunk_elems", "sub_group_size",  "seed",   "gpus",   "schedule", "decoder"};
 inline constexpr const char* kWorkloadDerivedKeys[] = {"model", "architecture", "tokens_per_step",
-                                                       "params"};
+                                                       "params", "decoder"};
 nlohmann::ordered_json workload_json(const RunConfig& config);
 // --schedule deepspeed with --model: {"embedding", "layer", "head": [forward, backward]}, the
 // Device calls per step of one module of each kind (planned_device_ops); null otherwise.

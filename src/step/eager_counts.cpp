@@ -44,6 +44,11 @@ bool uses_eager_decoder(const RunConfig& config) {
 
 namespace zob {
 
+const char* decoder_kernels_used(const RunConfig& config) {
+  if (!config.model.decoder()) return nullptr;
+  return step_detail::uses_eager_decoder(config) ? "eager" : "fused";
+}
+
 std::optional<PlannedDeviceOps> planned_device_ops(const RunConfig& config) {
   if (!step_detail::uses_eager_decoder(config)) return std::nullopt;
   const step_detail::EagerOpCounts n = step_detail::eager_op_counts(config);

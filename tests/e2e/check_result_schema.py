@@ -87,10 +87,14 @@ def main():
     # and counts them; with --decoder fused there are none to state.
     if "device_ops_plan" not in decoder or "device_ops" not in decoder["registered"]:
         sys.exit("FAIL: --model (eager decoder by default): no device_ops_plan / device_ops")
+    if decoder["workload"].get("decoder") != "eager":
+        sys.exit("FAIL: --model under deepspeed: workload.decoder is not \"eager\"")
     fused_decoder = model_result(binary, os.path.join(models, "tiny-llama-tied"),
                                  ["--decoder", "fused"])
     if "device_ops_plan" in fused_decoder or "device_ops" in fused_decoder["registered"]:
         sys.exit("FAIL: --model --decoder fused: device_ops_plan / device_ops present")
+    if fused_decoder["workload"].get("decoder") != "fused":
+        sys.exit("FAIL: --model --decoder fused: workload.decoder is not \"fused\"")
 
     for name, d in [("--repeats 2", doc), ("--json file", file_doc), ("failed arm", failed),
                     ("mid-run fault", mid_run),

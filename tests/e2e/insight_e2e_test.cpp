@@ -330,6 +330,15 @@ TEST(Insight, CompareSavedRunsAndRefuseDifferentWorkloads) {
   std::ofstream(captured) << "# header\nDRIVERRESULT=" << ja.dump() << "\n";
   EXPECT_EQ(run_bench({"compare", captured, a}).rc, 0);
 
+  // A file from before workload.decoder existed (no key) against one whose decoder is null
+  // (the synthetic model): absent and null both mean "does not apply".
+  ASSERT_TRUE(ja.at("workload").at("decoder").is_null());
+  auto older = jb;
+  older.at("workload").erase("decoder");
+  const auto older_file = temp_path("older.json").string();
+  std::ofstream(older_file) << older.dump();
+  EXPECT_EQ(run_bench({"compare", a, older_file}).rc, 0);
+
   // Bad inputs: one line, exit 2.
   const auto not_json = temp_path("not.json").string();
   std::ofstream(not_json) << "registered 0.1 0.1\n";
