@@ -44,10 +44,11 @@ void cast_f32_to_bf16_host(const float* src, void* dst_bf16, std::int64_t n, Thr
 
 // The memory bandwidth the optimiser can hope for, measured now: the adam benchmark's
 // same-shape probe (reads p, g, m, v; writes p, m, v; one add each, on the pool's threads and
-// ranges) over n elements, the fastest of `repeats` timed passes after one warm-up, counted at
-// 28 B/param (other work only slows a pass down, so the fastest is the memory's; the median of
-// 3, used before 2026-12-02, read 0.2 % below what an H200 overlap step then moved). It adds g
-// to p, m and v: call it on zeroed buffers (nothing changes) or scratch.
+// ranges) over n elements, the median of `repeats` timed passes after one warm-up, counted at
+// 28 B/param. Why the median: on the H200's shared host, single passes of 2^28 elements read
+// 121-166 GB/s within one process while the full arrays streamed at 130-136 (zob_gpu_host_bench,
+// results/h200/2026-12-02-host-memory): the fastest pass is a neighbour's lull, not a rate any
+// step can hold. It adds g to p, m and v: call it on zeroed buffers (nothing changes) or scratch.
 double memory_probe_gb_per_s(float* p, const float* g, float* m, float* v, std::int64_t n,
                              ThreadPool& pool, int repeats = 5);
 

@@ -108,18 +108,39 @@ struct StepBound {
   // above a measured stock step (0.79, results/h200/2026-12-02-physical-bound); a pass that
   // ran faster proves the memory could. 0 in files made before: the probe's rate then.
   double host_gb_per_s = 0;
+  // Which measurement set host_gb_per_s: "probe" (the median of its passes), "adam_pass" or
+  // "step" (the fastest timed step's host bytes after its serial part, over its time after
+  // it: a step that ran proves the memory could, so step / physical bound stays >= 1).
+  std::string host_rate_from;
   double host_memory_s = 0;  // host_bytes / host_gb_per_s
-  // max(host_memory_s, d2h_s, h2d_s, compute_s): each resource's own work at its measured
-  // rate; no schedule is shorter than its busiest resource. The compute is not added: pieces
-  // let the host memory work while the device computes (an H200 overlap step took 0.373 s where
-  // host_memory_s + compute_s made 0.396 s, results/h200/2026-12-02-physical-bound).
+  // Time no exact schedule can give the host memory work: step t+1's forward needs every
+  // parameter Adam updates in step t (Adam follows the gradients, head first; the forward
+  // starts at the embedding), and Adam needs the first gradients: the forward and the first
+  // backward module, at the longer of their kernels and (offload_param) the forward's fetch
+  // copies; serial_host_bytes of the host bytes move meanwhile. Median over the timed steps.
+  double serial_s = 0;
+  double serial_host_bytes = 0;
+  // max(serial_s + (host_bytes - serial_host_bytes) / host_gb_per_s, d2h_s, h2d_s, compute_s):
+  // each resource's own work at its measured rate, the host memory's after the serial part;
+  // the rest of the compute is not added (pieces let the host memory work while the device
+  // computes). Before 2026-12-02's host-memory results: max(host_memory_s, links, compute).
   double physical_s = 0;
   double physical_ratio = 0;  // median step time / physical_s
+
+  // The physical bound's fields from host_bytes, serial_s, serial_host_bytes, host_gb_per_s
+  // (the best of the probe and the Adam passes, host_rate_from saying which), pcie_s and
+  // compute_s; the fastest timed step raises host_gb_per_s where it moved its bytes faster.
+  void finish_physical(double median_wall_s, double fastest_wall_s);
 };
 
 // One timed step's inputs to the bound, from its device events.
 struct StepLinkTimes {
   double d2h_s = 0, h2d_s = 0, compute_s = 0;
+  // What no exact schedule overlaps with the host memory's work (StepBound::serial_s): the
+  // forward kernels and the first backward module's, or the forward's fetch copies where
+  // longer; and the host bytes those fetches read meanwhile. 0 where a schedule does not
+  // report it (deepspeed).
+  double serial_s = 0, serial_host_bytes = 0;
 };
 
 struct ArmResult {

@@ -212,6 +212,9 @@ StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& me
     b.h2d_s = std::max(b.h2d_s, r.bound.h2d_s);
     b.compute_s = std::max(b.compute_s, r.bound.compute_s);
     b.host_bytes += r.bound.host_bytes;  // one host memory for every rank's passes and copies
+    // The ranks' serial parts run at once: the longest holds the host memory's work back.
+    b.serial_host_bytes += r.bound.serial_host_bytes;
+    b.serial_s = std::max(b.serial_s, r.bound.serial_s);
     // The ranks' Adam passes run at once, like their probes: their rates add up.
     b.host_gb_per_s += std::max(r.bound.host_gb_per_s, r.bound.probe_gb_per_s);
   }
@@ -226,9 +229,8 @@ StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& me
     wall.push_back(merged.samples[s].wall_s);
   }
   b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
-  b.host_memory_s = b.host_gb_per_s > 0 ? b.host_bytes / (b.host_gb_per_s * 1e9) : 0;
-  b.physical_s = std::max({b.host_memory_s, b.pcie_s, b.compute_s});
-  b.physical_ratio = b.physical_s > 0 ? median(wall) / b.physical_s : 0;
+  b.host_rate_from = "ranks";  // the sum of each rank's rate
+  b.finish_physical(median(wall), wall.empty() ? 0 : *std::min_element(wall.begin(), wall.end()));
   return b;
 }
 

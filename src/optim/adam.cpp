@@ -12,6 +12,7 @@
 
 #include "optim/adam_kernels.hpp"
 #include "zob/errors.hpp"
+#include "zob/stats.hpp"
 #include "zob/thread_pool.hpp"
 
 namespace zob::detail {
@@ -222,7 +223,7 @@ double memory_probe_gb_per_s(float* p, const float* g, float* m, float* v, std::
   pass();  // warm-up: pages, caches, thread wake-up
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) t.push_back(pass());
-  return static_cast<double>(n) * 28.0 / *std::min_element(t.begin(), t.end()) / 1e9;
+  return static_cast<double>(n) * 28.0 / median(t) / 1e9;
 }
 
 void scale_host(float* x, std::int64_t n, float factor, ThreadPool& pool) {

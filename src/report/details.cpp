@@ -301,9 +301,28 @@ std::string render_environment_header(const RunResult& run) {
 
 namespace {
 
-// The arm's two bounds (docs/schedules.md): the lower bound (Adam's 28 B/param at the probe)
-// and the physical one (every host byte of the step at the higher of the probe and the fastest
-// Adam pass); `adam` names whose Adam.
+// The physical bound (docs/schedules.md "Bounds"): the serial part, then the rest of the step's
+// host bytes at the host rate, against the busiest link and the compute.
+std::string physical_bound_line(const ArmResult& a) {
+  const StepBound& b = a.bound;
+  const double host = std::max(b.host_gb_per_s, b.probe_gb_per_s);
+  std::string rate = fmt::format("{:.1f} GB/s", host);
+  if (b.host_rate_from == "adam_pass" || b.host_rate_from == "step") {
+    rate += fmt::format(", its fastest {} (probe {:.1f})",
+                        b.host_rate_from == "step" ? "step" : "Adam pass", b.probe_gb_per_s);
+  } else if (b.host_rate_from == "ranks") {
+    rate += ", the ranks' sum";
+  }
+  const double rest = std::max(0.0, b.host_bytes - b.serial_host_bytes);
+  return fmt::format(
+      "physical bound: {}: {:.4f} s, step/bound {:.2f} = max(serial {:.4f} s + host memory "
+      "{:.3f} GB at {} {:.4f} s, busiest link {:.4f} s, compute {:.4f} s)\n",
+      to_string(a.arm), b.physical_s, b.physical_ratio, b.serial_s, rest / 1e9, rate,
+      host > 0 ? rest / (host * 1e9) : 0.0, b.pcie_s, b.compute_s);
+}
+
+// The lower bound (Adam's bytes at the probe, the busiest link, then the compute added) and
+// the physical one; `adam` names whose Adam.
 std::string bound_line(const ArmResult& a, const char* adam) {
   const StepBound& b = a.bound;
   if (b.bound_s <= 0) return "";
@@ -312,18 +331,7 @@ std::string bound_line(const ArmResult& a, const char* adam) {
       "{:.4f} s) + compute {:.4f} s\n",
       to_string(a.arm), b.bound_s, b.ratio, adam, b.adam_s, b.probe_gb_per_s, b.pcie_s,
       b.compute_s);
-  if (b.physical_s > 0) {
-    const double host = std::max(b.host_gb_per_s, b.probe_gb_per_s);
-    const std::string rate = host > b.probe_gb_per_s
-                                 ? fmt::format("{:.1f} GB/s, its fastest Adam pass (probe {:.1f})",
-                                               host, b.probe_gb_per_s)
-                                 : fmt::format("{:.1f} GB/s", host);
-    out += fmt::format(
-        "physical bound: {}: {:.4f} s, step/bound {:.2f} = max(host memory {:.3f} GB {:.4f} s "
-        "at {}, busiest link {:.4f} s) + compute {:.4f} s\n",
-        to_string(a.arm), b.physical_s, b.physical_ratio, b.host_bytes / 1e9, b.host_memory_s, rate,
-        b.pcie_s, b.compute_s);
-  }
+  if (b.physical_s > 0) out += physical_bound_line(a);
   return out;
 }
 

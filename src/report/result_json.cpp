@@ -331,7 +331,10 @@ void to_json(nlohmann::json& j, const StepBound& b) {
                      {"ratio", finite_or_null(b.ratio)},
                      {"host_bytes", finite_or_null(b.host_bytes)},
                      {"host_gb_per_s", finite_or_null(b.host_gb_per_s)},
+                     {"host_rate_from", b.host_rate_from},
                      {"host_memory_s", finite_or_null(b.host_memory_s)},
+                     {"serial_s", finite_or_null(b.serial_s)},
+                     {"serial_host_bytes", finite_or_null(b.serial_host_bytes)},
                      {"physical_s", finite_or_null(b.physical_s)},
                      {"physical_ratio", finite_or_null(b.physical_ratio)}};
 }
@@ -352,6 +355,12 @@ void from_json(const nlohmann::json& j, StepBound& b) {
   b.host_bytes = optional("host_bytes");        // the physical bound: absent before issue 25
   b.host_gb_per_s = optional("host_gb_per_s");  // absent before 2026-12-02's H200 recordings
   b.host_memory_s = optional("host_memory_s");
+  // absent before 2026-12-02's host-memory recordings (results/h200/2026-12-02-host-memory)
+  b.host_rate_from = j.contains("host_rate_from") && j.at("host_rate_from").is_string()
+                         ? j.at("host_rate_from").get<std::string>()
+                         : "";
+  b.serial_s = optional("serial_s");
+  b.serial_host_bytes = optional("serial_host_bytes");
   b.physical_s = optional("physical_s");
   b.physical_ratio = optional("physical_ratio");
 }

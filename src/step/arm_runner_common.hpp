@@ -64,7 +64,8 @@ std::unique_ptr<ThreadPool> make_rank_pool(const RunConfig& c, Arm arm, const De
 float group_loss(Collectives& comm, float local_loss);
 
 // The same-run memory probe for the bound, over the arm's own optimizer buffers before the
-// master is initialised (at most 2^26 elements); the Adam states are zeroed again after it.
+// master is initialised (at most 2^28 elements: see step.cpp); the Adam states are zeroed again
+// after it.
 double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
                         std::int64_t params, ThreadPool& pool);
 

@@ -112,16 +112,10 @@ std::uint64_t host_memory_bytes(const StepSample& s) {
   return bytes;
 }
 
-void finish_physical_bound(StepBound& b, double median_wall_s) {
-  b.host_gb_per_s = std::max(b.host_gb_per_s, b.probe_gb_per_s);
-  b.host_memory_s = b.host_gb_per_s > 0 ? b.host_bytes / (b.host_gb_per_s * 1e9) : 0;
-  b.physical_s = std::max({b.host_memory_s, b.pcie_s, b.compute_s});
-  b.physical_ratio = b.physical_s > 0 ? median_wall_s / b.physical_s : 0;
-}
 
 StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
                      double probe_gb_per_s, std::int64_t params) {
-  std::vector<double> adam, d2h, h2d, compute, wall, host_bytes;
+  std::vector<double> adam, d2h, h2d, compute, wall, host_bytes, serial, serial_bytes;
   double fastest_adam_gb_per_s = 0;
   const std::size_t first = static_cast<std::size_t>(std::max(r.warmup, 0));
   for (std::size_t i = first; i < r.samples.size(); ++i) {
@@ -140,6 +134,8 @@ StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links
     d2h.push_back(l.d2h_s);
     h2d.push_back(l.h2d_s);
     compute.push_back(l.compute_s);
+    serial.push_back(l.serial_s);
+    serial_bytes.push_back(l.serial_host_bytes);
   }
   StepBound b;
   b.probe_gb_per_s = probe_gb_per_s;
@@ -152,12 +148,37 @@ StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links
   b.bound_s = std::max(b.adam_s, b.pcie_s) + b.compute_s;
   b.ratio = b.bound_s > 0 ? median(wall) / b.bound_s : 0;
   b.host_bytes = median(host_bytes);
-  b.host_gb_per_s = fastest_adam_gb_per_s;  // finish_physical_bound takes the probe if higher
-  finish_physical_bound(b, median(wall));
+  b.serial_s = serial.empty() ? 0 : median(serial);
+  b.serial_host_bytes = serial_bytes.empty() ? 0 : median(serial_bytes);
+  b.host_gb_per_s = probe_gb_per_s;
+  b.host_rate_from = "probe";
+  if (fastest_adam_gb_per_s > b.host_gb_per_s) {
+    b.host_gb_per_s = fastest_adam_gb_per_s;
+    b.host_rate_from = "adam_pass";
+  }
+  b.finish_physical(median(wall), wall.empty() ? 0 : *std::min_element(wall.begin(), wall.end()));
   return b;
 }
 
 }  // namespace step_detail
+
+void StepBound::finish_physical(double median_wall_s, double fastest_wall_s) {
+  StepBound& b = *this;
+  const double rest_bytes = std::max(0.0, b.host_bytes - b.serial_host_bytes);
+  // The fastest timed step moved rest_bytes after its serial part: the memory can.
+  if (fastest_wall_s > b.serial_s && rest_bytes > 0) {
+    const double step_rate = rest_bytes / (fastest_wall_s - b.serial_s) / 1e9;
+    if (step_rate > b.host_gb_per_s) {
+      b.host_gb_per_s = step_rate;
+      b.host_rate_from = "step";
+    }
+  }
+  const double rate = b.host_gb_per_s * 1e9;
+  b.host_memory_s = rate > 0 ? b.host_bytes / rate : 0;
+  const double host_side = b.serial_s + (rate > 0 ? rest_bytes / rate : 0);
+  b.physical_s = std::max({host_side, b.pcie_s, b.compute_s});
+  b.physical_ratio = b.physical_s > 0 ? median_wall_s / b.physical_s : 0;
+}
 
 MemoryPlan plan_memory(const RunConfig& config) {
   const ModelLayout layout = ModelLayout::build(config.model);

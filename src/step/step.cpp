@@ -436,7 +436,11 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params,
 
 double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
                         std::int64_t params, ThreadPool& pool) {
-  const std::int64_t n = std::min<std::int64_t>(params, std::int64_t{1} << 26);
+  // 2^28 elements stream 4.3 GB per pass: many times a server's L3. At 2^26 (1.07 GB, until
+  // 2026-12-02) the H200 host's 300 MB L3 kept part of it: 152.5 GB/s median against 133.2 over
+  // the full arrays in the same process (results/h200/2026-12-02-host-memory), a bound the
+  // step's streams can never reach.
+  const std::int64_t n = std::min<std::int64_t>(params, std::int64_t{1} << 28);
   const double gb_per_s = memory_probe_gb_per_s(master, grads, exp_avg, exp_avg_sq, n, pool);
   // The probe added grads into the Adam states; grads need not be zero (runtime-allocated host
   // memory is not first-touched), so the states start again from zero. The master is

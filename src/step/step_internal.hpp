@@ -75,9 +75,6 @@ std::int64_t fetched_elements(const ModelLayout& layout);
 
 // The bytes one step moves through host memory, from its phases (StepBound::host_bytes).
 std::uint64_t host_memory_bytes(const StepSample& s);
-// The physical bound's fields from b.host_bytes, host_gb_per_s, probe_gb_per_s, pcie_s and
-// compute_s.
-void finish_physical_bound(StepBound& b, double median_wall_s);
 // The lower bound of the arm's step (StepBound, result.hpp) from its timed steps' link and
 // compute times, the same-run memory probe and the arm's parameter count; and the physical
 // bound from the same parts and the step's host-memory bytes.

@@ -46,6 +46,11 @@ void ArmRunner::report_compute(StepSample& s, const StepTimes& times) {
     s.spans.push_back({"compute", name + ".bwd", rel(task_start_[M + j]),
                        dur(task_start_[M + j], task_end_[M + j])});
   }
+  // The serial part (StepBound::serial_s): the forward's kernels and the first backward
+  // module's (the head), without the hook's wait for its gradients' copy.
+  for (std::int64_t j = 0; j < M; ++j) link_.serial_s += dur(task_start_[j], task_end_[j]);
+  link_.serial_s += dur(task_start_[2 * M - 1], task_end_[2 * M - 1]) -
+                    dur(grad_ready_[M - 1], hook_done_[M - 1]);
   if (sharded()) {
     // Each rank sends N - 1 of its N bf16 pieces of every module's padded gradient.
     s.set_phase(Phase::reduce_scatter, 0, reduce_scatter, 2 * Su * (N - 1), S);
@@ -59,8 +64,8 @@ void ArmRunner::report_compute(StepSample& s, const StepTimes& times) {
 // shard (offload_param) and the all-gather (N > 1).
 void ArmRunner::report_fetches(StepSample& s) {
   const auto N = static_cast<std::uint64_t>(ranks());
-  double h2d = 0, gather = 0;
-  std::int64_t fetched = 0, gathered = 0;
+  double h2d = 0, gather = 0, forward_h2d = 0;
+  std::int64_t fetched = 0, gathered = 0, forward_fetched = 0;
   std::int64_t f = 0;
   for (TraceSpan& span : s.spans) {
     if (span.track != "h2d" || f >= fetches_) continue;
@@ -71,6 +76,7 @@ void ArmRunner::report_fetches(StepSample& s) {
     span.duration_s = copy + all_gather;
     h2d += copy;
     gather += all_gather;
+    const std::int64_t before = fetched;
     if (sharded()) {  // with a tied head's table
       const RankFetch rf = rank_fetch(layout_, shards_, j);
       fetched += rf.shard;
@@ -78,10 +84,17 @@ void ArmRunner::report_fetches(StepSample& s) {
     } else {
       fetched += module(j).fetch_count();
     }
+    if (f < modules()) {  // the forward's fetches: 0 .. M-1, the backward's after them
+      forward_h2d += copy;
+      forward_fetched += fetched - before;
+    }
     ++f;
   }
   if (offload()) {
     link_.h2d_s += h2d;
+    // The forward waits for its fetches, and they read the bf16 Adam wrote last step.
+    link_.serial_s = std::max(link_.serial_s, forward_h2d);
+    link_.serial_host_bytes = 2.0 * static_cast<double>(forward_fetched);
     s.set_phase(Phase::param_fetch, sharded() ? 0 : fetch_host_s_, h2d,
                 2 * static_cast<std::uint64_t>(fetched), fetched);
   }
