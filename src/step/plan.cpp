@@ -112,7 +112,6 @@ std::uint64_t host_memory_bytes(const StepSample& s) {
   return bytes;
 }
 
-
 StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links,
                      double probe_gb_per_s, std::int64_t params) {
   std::vector<double> adam, d2h, h2d, compute, wall, host_bytes, serial, serial_bytes;

@@ -198,6 +198,8 @@ TEST(StepBound, PhysicalFromKnownSamples) {
       r, {{0.15, 0.20, 0.06}, {0.15, 0.20, 0.06}, {0.15, 0.20, 0.06}}, 120.0, 1'000'000'000);
   EXPECT_DOUBLE_EQ(b.host_bytes, 36e9);  // steps of 36, 36 and 48 GB
   EXPECT_DOUBLE_EQ(b.host_gb_per_s, 120.0);
+  EXPECT_EQ(b.host_rate_from, "probe");
+  EXPECT_DOUBLE_EQ(b.serial_s, 0.0);  // none reported
   EXPECT_DOUBLE_EQ(b.host_memory_s, 0.3);
   EXPECT_DOUBLE_EQ(b.physical_s, 0.3);
   EXPECT_DOUBLE_EQ(b.physical_ratio, 0.60 / 0.3);
@@ -233,9 +235,44 @@ TEST(StepBound, FastestAdamPassRaisesTheHostRateAboveASlowProbe) {
       r, {{0.05, 0.05, 0.01}, {0.05, 0.05, 0.01}, {0.05, 0.05, 0.01}}, 100.0, 1'000'000'000);
   EXPECT_DOUBLE_EQ(b.probe_gb_per_s, 100.0);
   EXPECT_DOUBLE_EQ(b.host_gb_per_s, 140.0);
+  EXPECT_EQ(b.host_rate_from, "adam_pass");
   EXPECT_DOUBLE_EQ(b.host_memory_s, 36e9 / 140e9);
   EXPECT_DOUBLE_EQ(b.physical_s, 36e9 / 140e9);
   EXPECT_DOUBLE_EQ(b.adam_s, 0.28);  // 28e9 B at the probe's 100 GB/s
+}
+
+// The serial part comes first: the host bytes moved during it (the forward's fetches) are taken
+// out, the rest follows at the host rate: 0.05 s + 32e9 B at 100 GB/s = 0.37 s, above the link
+// and the compute. The fastest step is a floor of the host rate: at 0.4 s it moved the 32e9 B in
+// 0.35 s (91 GB/s, below the probe: no change); at 0.3 s in 0.25 s (128 GB/s): the rate is the
+// step's and the bound is that step, so step / bound cannot fall below 1.
+TEST(StepBound, SerialPartFirstAndTheFastestStepAsAFloor) {
+  StepBound b;
+  b.host_bytes = 36e9;
+  b.serial_host_bytes = 4e9;
+  b.serial_s = 0.05;
+  b.probe_gb_per_s = b.host_gb_per_s = 100;
+  b.host_rate_from = "probe";
+  b.pcie_s = 0.2;
+  b.compute_s = 0.1;
+  StepBound slow_step = b;
+  slow_step.finish_physical(0.5, 0.4);
+  EXPECT_EQ(slow_step.host_rate_from, "probe");
+  EXPECT_DOUBLE_EQ(slow_step.host_gb_per_s, 100);
+  EXPECT_DOUBLE_EQ(slow_step.host_memory_s, 0.36);
+  EXPECT_DOUBLE_EQ(slow_step.physical_s, 0.05 + 0.32);
+  EXPECT_DOUBLE_EQ(slow_step.physical_ratio, 0.5 / 0.37);
+  StepBound fast_step = b;
+  fast_step.finish_physical(0.5, 0.3);
+  EXPECT_EQ(fast_step.host_rate_from, "step");
+  EXPECT_DOUBLE_EQ(fast_step.host_gb_per_s, 128);
+  EXPECT_DOUBLE_EQ(fast_step.physical_s, 0.3);
+  EXPECT_DOUBLE_EQ(fast_step.physical_ratio, 0.5 / 0.3);
+  // A link longer than the host side sets the bound.
+  StepBound link_bound = b;
+  link_bound.pcie_s = 0.45;
+  link_bound.finish_physical(0.5, 0.46);
+  EXPECT_DOUBLE_EQ(link_bound.physical_s, 0.45);
 }
 
 // The bound is built from parts that cannot overlap, each measured in the same run: the
@@ -293,13 +330,37 @@ TEST(Overlap, BoundIsBuiltFromPartsThatCannotOverlap) {
         EXPECT_EQ(r.samples.back().phases.count("adam_cast"), 1u);
       }
       EXPECT_GE(b.host_bytes, 28 * P);
-      EXPECT_DOUBLE_EQ(b.host_gb_per_s, std::max(b.probe_gb_per_s, fastest_adam));
+      // The host rate: the best of the probe and the fastest Adam pass, raised by the fastest
+      // step only where it moved its bytes faster.
+      const double best = std::max(b.probe_gb_per_s, fastest_adam);
+      if (b.host_rate_from == "step") {
+        EXPECT_GT(b.host_gb_per_s, best);
+      } else {
+        EXPECT_DOUBLE_EQ(b.host_gb_per_s, best);
+        EXPECT_EQ(b.host_rate_from, fastest_adam > b.probe_gb_per_s ? "adam_pass" : "probe");
+      }
       EXPECT_DOUBLE_EQ(b.host_memory_s, b.host_bytes / (b.host_gb_per_s * 1e9));
-      // Each resource's own work: the host memory (every host byte, Adam's among them), each
-      // link direction, the device's compute; the busiest one is the bound.
+      // The serial part: the forward's kernels and the head's backward, at most the forward and
+      // backward device time; the deepspeed schedule does not report it. Under offload_param
+      // the forward's fetches read 2 B per element fetched meanwhile.
+      if (sch != Schedule::deepspeed) {
+        EXPECT_GT(b.serial_s, 0);
+        EXPECT_LE(b.serial_s, max_compute * eps + (loop == Loop::offload_param ? max_h2d : 0));
+        double forward_fetched = 0;
+        for (const auto& m : L.modules) forward_fetched += static_cast<double>(m.fetch_count());
+        EXPECT_DOUBLE_EQ(b.serial_host_bytes,
+                         loop == Loop::offload_param ? 2 * forward_fetched : 0);
+      } else {
+        EXPECT_DOUBLE_EQ(b.serial_s, 0);
+      }
+      // Each resource's own work: the host memory (every host byte, Adam's among them) after
+      // the serial part, each link direction, the device's compute; the busiest one is the
+      // bound, and no measured step beats it.
       EXPECT_GE(b.host_memory_s * (1 + 1e-12), 28 * P / (b.host_gb_per_s * 1e9));
-      EXPECT_DOUBLE_EQ(b.physical_s, std::max({b.host_memory_s, b.pcie_s, b.compute_s}));
-      EXPECT_GT(b.physical_ratio, 0);
+      const double host_side =
+          b.serial_s + (b.host_bytes - b.serial_host_bytes) / (b.host_gb_per_s * 1e9);
+      EXPECT_DOUBLE_EQ(b.physical_s, std::max({host_side, b.pcie_s, b.compute_s}));
+      EXPECT_GE(b.physical_ratio, 1 - 1e-9);
     }
   }
 }

@@ -181,7 +181,10 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
     a.bound.h2d_s = d(rng);
     a.bound.compute_s = d(rng);
     a.bound.adam_measured_s = d(rng);
-    a.bound.host_bytes = 1e9 * (30 + 10 * d(rng));
+    // Small enough that the probes set the rate, not the fastest step (StepBound::finish_physical)
+    a.bound.host_bytes = 1e6 * (30 + 10 * d(rng));
+    a.bound.serial_s = 1e-3 * d(rng);
+    a.bound.serial_host_bytes = 1e6 * d(rng);
     // rank 0's fastest Adam pass beat its probe, rank 1's did not (0: not recorded)
     a.bound.host_gb_per_s = r == 0 ? a.bound.probe_gb_per_s * (1 + d(rng)) : 0;
     ranks.push_back(a);
@@ -212,7 +215,15 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
   EXPECT_DOUBLE_EQ(m.bound.host_bytes, host_bytes);
   EXPECT_DOUBLE_EQ(m.bound.host_gb_per_s, host_rate);
   EXPECT_DOUBLE_EQ(m.bound.host_memory_s, host_bytes / (host_rate * 1e9));
-  EXPECT_DOUBLE_EQ(m.bound.physical_s, std::max({host_bytes / (host_rate * 1e9), link, compute}));
+  EXPECT_EQ(m.bound.host_rate_from, "ranks");
+  // The ranks' serial parts at once: the longest, then every rank's other host bytes.
+  const double serial = std::max(ranks[0].bound.serial_s, ranks[1].bound.serial_s);
+  const double serial_bytes = ranks[0].bound.serial_host_bytes + ranks[1].bound.serial_host_bytes;
+  EXPECT_DOUBLE_EQ(m.bound.serial_s, serial);
+  EXPECT_DOUBLE_EQ(m.bound.serial_host_bytes, serial_bytes);
+  EXPECT_DOUBLE_EQ(
+      m.bound.physical_s,
+      std::max({serial + (host_bytes - serial_bytes) / (host_rate * 1e9), link, compute}));
   EXPECT_DOUBLE_EQ(m.bound.physical_ratio, group[1] / m.bound.physical_s);
 }
 
