@@ -145,6 +145,11 @@ class ArmRunner {
   // Per fetch, on h2d: start, the shard on the device (H2D done), the module gathered.
   Events fetch_start_, fetch_gather_, fetch_end_;
   Events cb_copy_start_, cb_copy_end_;  // per copy-back piece
+  // --schedule overlap: module j's gradient copies cut at the pieces (landing_parts), their
+  // ends on d2h in landing order, and where each begins. Empty otherwise (one copy a module).
+  std::vector<std::vector<LandingPart>> landing_parts_;
+  Events part_end_;
+  std::vector<std::int64_t> part_begin_;
 
   // Per-step schedule state.
   DeviceEvent* slot_released_[2] = {nullptr, nullptr};   // param slot: last compute that read it
@@ -152,6 +157,7 @@ class ArmRunner {
   std::vector<std::int64_t> fetch_of_module_;            // fetch index holding module j
   std::vector<std::int64_t> fetch_module_;               // module of fetch f
   std::int64_t fetches_ = 0;
+  std::int64_t parts_landed_ = 0;  // landing parts copied so far (overlap)
   std::int64_t grad_slots_used_ = 0;
   double fetch_host_s_ = 0;
   float loss_host_ = 0;

@@ -35,12 +35,31 @@ std::vector<Piece> make_pieces(const ModelLayout& layout, std::int64_t sub_group
   return out;
 }
 
+std::vector<std::vector<LandingPart>> landing_parts(const ModelLayout& layout,
+                                                    const std::vector<Piece>& pieces) {
+  std::vector<std::vector<LandingPart>> out(layout.modules.size());
+  std::size_t p = pieces.size();  // pieces in stock order: ascending begins
+  for (std::size_t j = layout.modules.size(); j-- > 0;) {
+    const ModuleSlice& m = layout.modules[j];
+    std::int64_t end = m.offset + m.count;
+    while (end > m.offset) {
+      while (p > 0 && pieces[p - 1].begin >= end) --p;
+      // The piece holding end - 1 begins at pieces[p - 1].begin: cut there or at the module.
+      const std::int64_t begin = p > 0 ? std::max(m.offset, pieces[p - 1].begin) : m.offset;
+      out[j].push_back({begin, end - begin});
+      end = begin;
+    }
+  }
+  return out;
+}
+
 OverlapSchedule::OverlapSchedule(Device& dev, ThreadPool& pool, const ModelLayout& layout,
                                  std::vector<Piece> pieces, const OverlapBuffers& buffers,
                                  const OverlapEvents& events)
     : dev_(dev),
       pool_(pool),
       modules_(static_cast<std::int64_t>(layout.modules.size())),
+      total_(layout.total),
       pieces_(std::move(pieces)),
       buf_(buffers),
       ev_(events) {
@@ -51,18 +70,19 @@ OverlapSchedule::OverlapSchedule(Device& dev, ThreadPool& pool, const ModelLayou
 OverlapTimes OverlapSchedule::run(int t, Clock::time_point t0, StepSample& s) {
   OverlapTimes out;
   const bool copy_back = buf_.device_params != nullptr;
-  std::int64_t landed = modules_;  // modules >= landed are known to be on the host
+  std::int64_t landed = total_;  // elements >= landed are known to be on the host
+  std::size_t next_part = 0;
   for (const Piece& p : pieces_) {
     const std::int64_t len = p.end - p.begin;
     std::string tag = "[";
     tag += std::to_string(p.index);
     tag += ']';
-    // The d2h queue copies modules in landing order; each wait is usually on a finished or
-    // nearly finished copy, and there are at most `modules` of them per step.
+    // The d2h queue copies the parts in landing order; each wait is usually on a finished or
+    // nearly finished copy.
     const auto tw = Clock::now();
-    while (landed > p.first_module) {
-      --landed;
-      dev_.event_synchronize((*ev_.d2h_end)[landed]);
+    while (landed > p.begin) {
+      dev_.event_synchronize((*ev_.part_end)[static_cast<std::int64_t>(next_part)]);
+      landed = (*ev_.part_begin)[next_part++];
     }
     const auto ta = Clock::now();
     out.grad_wait_s += seconds_between(tw, ta);

@@ -169,10 +169,18 @@ void ArmRunner::make_overlap_schedule() {
   b.exp_avg_sq = exp_avg_sq_.as<float>();
   b.host_bf16 = pbf16_.as<bf16>();
   if (!offload()) b.device_params = params_.as<bf16>();
-  const OverlapEvents e{&d2h_end_, &cb_copy_start_, &cb_copy_end_, &task_end_};
-  overlap_ = std::make_unique<OverlapSchedule>(
-      dev_, *pool_, shard_layout_,
-      make_pieces(shard_layout_, cfg_.sub_group_size, cfg_.chunk_elems), b, e);
+  std::vector<Piece> pieces = make_pieces(shard_layout_, cfg_.sub_group_size, cfg_.chunk_elems);
+  landing_parts_ = landing_parts(shard_layout_, pieces);
+  part_begin_.clear();
+  for (std::int64_t j = modules() - 1; j >= 0; --j) {
+    for (const LandingPart& part : landing_parts_[static_cast<std::size_t>(j)]) {
+      part_begin_.push_back(part.begin);
+    }
+  }
+  part_end_ = make_events(dev_, static_cast<std::int64_t>(part_begin_.size()));
+  const OverlapEvents e{&part_end_, &part_begin_, &cb_copy_start_, &cb_copy_end_, &task_end_};
+  overlap_ =
+      std::make_unique<OverlapSchedule>(dev_, *pool_, shard_layout_, std::move(pieces), b, e);
 }
 
 const bf16* ArmRunner::weights(std::int64_t module) const {
@@ -263,8 +271,16 @@ void ArmRunner::offload_grads(std::int64_t j, bf16* g, float* g32) {
     dev_.cast_bf16_to_f32(g, g32, part.count, Queue::d2h);
   }
   dev_.record(d2h_copy_start_[j], Queue::d2h);
-  dev_.copy_to_host(Queue::d2h, grads_.as<float>() + part.offset, g32,
-                    static_cast<std::size_t>(part.count) * 4);
+  if (landing_parts_.empty()) {
+    dev_.copy_to_host(Queue::d2h, grads_.as<float>() + part.offset, g32,
+                      static_cast<std::size_t>(part.count) * 4);
+  } else {  // overlap: cut where the pieces begin, each part's end an event Adam can wait on
+    for (const LandingPart& lp : landing_parts_[static_cast<std::size_t>(j)]) {
+      dev_.copy_to_host(Queue::d2h, grads_.as<float>() + lp.begin, g32 + (lp.begin - part.offset),
+                        static_cast<std::size_t>(lp.len) * 4);
+      dev_.record(part_end_[parts_landed_++], Queue::d2h);
+    }
+  }
   dev_.record(d2h_end_[j], Queue::d2h);
   // Compute resumes here: with unregistered memory the host was blocked in the copy above,
   // and that gap is not compute (the bound's compute_s leaves it out).
@@ -288,6 +304,7 @@ StepSample ArmRunner::run_step(int t) {
   slot_released_[0] = slot_released_[1] = nullptr;
   grad_slot_free_[0] = grad_slot_free_[1] = nullptr;
   fetches_ = 0;
+  parts_landed_ = 0;
   grad_slots_used_ = 0;
   fetch_host_s_ = 0;
   if (sharded()) comm_->barrier();  // the ranks start together: the slowest sets the time

@@ -106,6 +106,46 @@ TEST(Overlap, PiecesCoverTheRangeInSubGroupsAndKnowTheirModule) {
   }
 }
 
+// The gradients' D2H parts: each module's range cut exactly where a piece begins inside it,
+// from the top down; across modules in landing order (head first) the parts tile the flat
+// array downward with no gap, and no part crosses a piece or a module.
+TEST(Overlap, LandingPartsCutEachModuleWherePiecesBegin) {
+  const ModelLayout L = ModelLayout::build(base().model);
+  for (const Slicing& sl : kSlicings) {
+    const auto pieces = step_detail::make_pieces(L, sl.sub_group, sl.chunk);
+    if (pieces.size() > 20000) continue;  // the search below is quadratic
+    const auto parts = step_detail::landing_parts(L, pieces);
+    ASSERT_EQ(parts.size(), L.modules.size());
+    std::int64_t landed = L.total;
+    std::size_t cuts = 0;
+    for (std::size_t j = L.modules.size(); j-- > 0;) {
+      const auto& m = L.modules[j];
+      for (const auto& part : parts[j]) {
+        EXPECT_EQ(part.begin + part.len, landed) << "module " << j;
+        EXPECT_GT(part.len, 0);
+        EXPECT_GE(part.begin, m.offset);
+        const auto in = std::find_if(pieces.begin(), pieces.end(), [&](const auto& p) {
+          return p.begin <= part.begin && part.begin < p.end;
+        });
+        ASSERT_NE(in, pieces.end());
+        EXPECT_LE(part.begin + part.len, in->end) << "crosses a piece";
+        // A part begins at its module's start or at a piece's.
+        EXPECT_TRUE(part.begin == m.offset || part.begin == in->begin);
+        landed = part.begin;
+      }
+      cuts += parts[j].size();
+      EXPECT_EQ(landed, m.offset);
+    }
+    EXPECT_EQ(landed, 0);
+    // Every piece's begin inside a module is a cut: parts = modules + such begins.
+    std::size_t inner = 0;
+    for (const auto& p : pieces) {
+      for (const auto& m : L.modules) inner += p.begin > m.offset && p.begin < m.offset + m.count;
+    }
+    EXPECT_EQ(cuts, L.modules.size() + inner);
+  }
+}
+
 TEST(Overlap, SpansPhasesAndDeviceMemory) {
   RunConfig c = base();
   c.sub_group_size = 1000;
