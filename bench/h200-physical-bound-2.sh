@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 25, the physical bound as of the host-memory results (probe over 2^28 elements at its
 # median pass, the serial part, the fastest step as a floor): stock and overlap interleaved, two
-# rounds, both loops, the defaults and h4096 l8 b4 s512; CPU Adam (fused with the cast) beside
+# rounds, both loops, the defaults and h4096 l8 b4 s512, the overlap also at 2^24-element pieces; CPU Adam (fused with the cast) beside
 # PyTorch's fused AdamW + cast before and after (results/h200/2026-12-02-physical-bound-2).
 # Run on the GPU machine from the repository root with the CUDA bundle packed in .xfer-pack and
 # OUT set.
@@ -24,6 +24,8 @@ for round in 1 2; do
       for sch in stock overlap; do
         run $shape${loop:+-op}-$sch-$round --device cuda --schedule $sch $loop $S --arms registered --repeats 1 --warmup 2 --steps 6
       done
+      # the overlap's pieces a quarter of the default: a shorter wait for the first, and for the last copy-back
+      run $shape${loop:+-op}-overlap-c16M-$round --device cuda --schedule overlap --chunk-elems 16777216 $loop $S --arms registered --repeats 1 --warmup 2 --steps 6
     done
   done
 done
