@@ -320,23 +320,25 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
 }
 
 void to_json(nlohmann::json& j, const StepBound& b) {
-  j = nlohmann::json{{"adam_s", finite_or_null(b.adam_s)},
-                     {"adam_measured_s", finite_or_null(b.adam_measured_s)},
-                     {"probe_gb_per_s", finite_or_null(b.probe_gb_per_s)},
-                     {"d2h_s", finite_or_null(b.d2h_s)},
-                     {"h2d_s", finite_or_null(b.h2d_s)},
-                     {"pcie_s", finite_or_null(b.pcie_s)},
-                     {"compute_s", finite_or_null(b.compute_s)},
-                     {"bound_s", finite_or_null(b.bound_s)},
-                     {"ratio", finite_or_null(b.ratio)},
-                     {"host_bytes", finite_or_null(b.host_bytes)},
-                     {"host_gb_per_s", finite_or_null(b.host_gb_per_s)},
-                     {"host_rate_from", b.host_rate_from},
-                     {"host_memory_s", finite_or_null(b.host_memory_s)},
-                     {"serial_s", finite_or_null(b.serial_s)},
-                     {"serial_host_bytes", finite_or_null(b.serial_host_bytes)},
-                     {"physical_s", finite_or_null(b.physical_s)},
-                     {"physical_ratio", finite_or_null(b.physical_ratio)}};
+  j = nlohmann::json{
+      {"adam_s", finite_or_null(b.adam_s)},
+      {"adam_measured_s", finite_or_null(b.adam_measured_s)},
+      {"probe_gb_per_s", finite_or_null(b.probe_gb_per_s)},
+      {"d2h_s", finite_or_null(b.d2h_s)},
+      {"h2d_s", finite_or_null(b.h2d_s)},
+      {"pcie_s", finite_or_null(b.pcie_s)},
+      {"compute_s", finite_or_null(b.compute_s)},
+      {"bound_s", finite_or_null(b.bound_s)},
+      {"ratio", finite_or_null(b.ratio)},
+      {"host_bytes", finite_or_null(b.host_bytes)},
+      {"host_gb_per_s", finite_or_null(b.host_gb_per_s)},
+      {"host_rate_from",
+       b.host_rate_from.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.host_rate_from)},
+      {"host_memory_s", finite_or_null(b.host_memory_s)},
+      {"serial_s", finite_or_null(b.serial_s)},
+      {"serial_host_bytes", finite_or_null(b.serial_host_bytes)},
+      {"physical_s", finite_or_null(b.physical_s)},
+      {"physical_ratio", finite_or_null(b.physical_ratio)}};
 }
 
 void from_json(const nlohmann::json& j, StepBound& b) {

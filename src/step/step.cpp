@@ -32,10 +32,6 @@
 namespace zob {
 namespace step_detail {
 
-namespace {
-
-// The layout of a rank's arrays: module j's shard at its ShardLayout offset (N = 1: the
-// model's own layout).
 ModelLayout shard_layout_of(const ModelLayout& layout, const ShardLayout& shards) {
   ModelLayout s = layout;
   for (std::size_t m = 0; m < s.modules.size(); ++m) {
@@ -45,8 +41,6 @@ ModelLayout shard_layout_of(const ModelLayout& layout, const ShardLayout& shards
   s.total = shards.total;
   return s;
 }
-
-}  // namespace
 
 ArmRunner::ArmRunner(const RunConfig& config, Arm arm, Device& dev, AdamOrder order,
                      RankComms comms)

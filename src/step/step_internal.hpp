@@ -73,6 +73,10 @@ DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout, int
 // forward, every module but the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
 
+// The layout of a rank's arrays: module j's shard at its ShardLayout offset (N = 1: the
+// model's own layout).
+ModelLayout shard_layout_of(const ModelLayout& layout, const ShardLayout& shards);
+
 // The bytes one step moves through host memory, from its phases (StepBound::host_bytes).
 std::uint64_t host_memory_bytes(const StepSample& s);
 // The lower bound of the arm's step (StepBound, result.hpp) from its timed steps' link and
