@@ -5,7 +5,8 @@
 
 Reads each --json document as written (its bound's definition is the one of the commit that
 made it: see the folder's README) and prints a Markdown table: schedule, loop, shape, the
-arm's median step, the physical bound and its parts, and step / bound.
+arm's median step, the physical bound and its parts (the host rate's source and the serial
+part where the file has them), and step / bound.
 """
 import argparse
 import json
@@ -23,7 +24,8 @@ def row(path, arm):
     return [os.path.basename(path), w["schedule"], w["loop"],
             f"h{w['hidden']} l{w['layers']} b{w['batch']} s{w['seq']}",
             f"{a['step_stats']['median']:.4f}", f"{b['host_memory_s']:.4f}",
-            f"{b['probe_gb_per_s']:.1f}", f"{host_rate:.1f}", f"{b['pcie_s']:.4f}",
+            f"{b['probe_gb_per_s']:.1f}", f"{host_rate:.1f}", b.get("host_rate_from") or "-",
+            f"{b['serial_s']:.4f}" if "serial_s" in b else "-", f"{b['pcie_s']:.4f}",
             f"{b['compute_s']:.4f}", f"{b['physical_s']:.4f}", f"{b['physical_ratio']:.2f}"]
 
 
@@ -33,7 +35,7 @@ def main():
     ap.add_argument("--arm", default="registered")
     args = ap.parse_args()
     head = ["file", "schedule", "loop", "shape", "median step s", "host memory s",
-            "probe GB/s", "host GB/s", "busiest link s", "compute s", "physical s",
+            "probe GB/s", "host GB/s", "rate from", "serial s", "busiest link s", "compute s", "physical s",
             "step / physical"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
