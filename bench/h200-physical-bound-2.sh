@@ -4,7 +4,7 @@
 # rounds, both loops, the defaults and h4096 l8 b4 s512, the overlap also at 2^24-element pieces; CPU Adam (fused with the cast) beside
 # PyTorch's fused AdamW + cast before and after (results/h200/2026-12-02-physical-bound-2).
 # Run on the GPU machine from the repository root with the CUDA bundle packed in .xfer-pack and
-# OUT set.
+# OUT set. ROUNDS=N sets the rounds (default 2).
 set -u
 tar xJf .xfer-pack/cuda.tar.xz; . .xfer-cuda/env.sh
 B=$PWD/.xfer-cuda/zero3-offload-bench
@@ -17,7 +17,7 @@ adam(){ run adam-$1 adam --params 1336049664 --repeats 5
   { echo "\$ python3 scripts/torch_adamw_reference.py 1336049664 16 5"; $PY $TORCH_REF 1336049664 16 5 2>&1; echo "exit code: $?"; } > torch_adamw-$1.txt; }
 adam 1
 H="--hidden 4096 --layers 8 --batch 4 --seq 512"
-for round in 1 2; do
+for round in $(seq ${ROUNDS:-2}); do
   for shape in d h; do
     S=""; [ $shape = h ] && S="$H"
     for loop in "" "--offload-param"; do
