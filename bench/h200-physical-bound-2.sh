@@ -2,7 +2,8 @@
 # Issue 25, the physical bound as of the host-memory results (probe over 2^28 elements at its
 # median pass, the serial part, the fastest step as a floor): stock and overlap interleaved, two
 # rounds, both loops, the defaults and h4096 l8 b4 s512, the overlap also at 2^24-element pieces; CPU Adam (fused with the cast) beside
-# PyTorch's fused AdamW + cast before and after (results/h200/2026-12-02-physical-bound-2).
+# PyTorch's fused AdamW + cast before and after (results/h200/2026-12-03-physical-bound-2: each
+# call's bound is the one of the commit its README names).
 # Run on the GPU machine from the repository root with the CUDA bundle packed in .xfer-pack and
 # OUT set. ROUNDS=N sets the rounds (default 2).
 set -u

@@ -42,13 +42,18 @@ const char* adam_isa();
 // the master into the pinned bf16 parameter buffer under --offload-param.
 void cast_f32_to_bf16_host(const float* src, void* dst_bf16, std::int64_t n, ThreadPool& pool);
 
-// The memory bandwidth the optimiser can hope for, measured now: the adam benchmark's
-// same-shape probe (reads p, g, m, v; writes p, m, v; one add each, on the pool's threads and
-// ranges) over n elements, the median of `repeats` timed passes after one warm-up, counted at
+// One pass of the adam benchmark's same-shape memory probe over n elements (reads p, g, m, v;
+// writes p, m, v back bitwise unchanged, on the pool's threads and ranges): its seconds. It
+// leaves every array as it was, so it can run between the steps of a live arm.
+double memory_probe_pass_s(float* p, const float* g, float* m, float* v, std::int64_t n,
+                           ThreadPool& pool);
+
+// The memory bandwidth the optimiser can hope for, measured now: memory_probe_pass_s over n
+// elements, the median of `repeats` timed passes after one warm-up, counted at
 // 28 B/param. Why the median: on the H200's shared host, single passes of 2^28 elements read
 // 121-166 GB/s within one process while the full arrays streamed at 130-136 (zob_gpu_host_bench,
 // results/h200/2026-12-02-host-memory): the fastest pass is a neighbour's lull, not a rate any
-// step can hold. It adds g to p, m and v: call it on zeroed buffers (nothing changes) or scratch.
+// step can hold.
 double memory_probe_gb_per_s(float* p, const float* g, float* m, float* v, std::int64_t n,
                              ThreadPool& pool, int repeats = 5);
 

@@ -126,6 +126,10 @@ struct StepBound {
   // computes). Before 2026-12-02's host-memory results: max(host_memory_s, links, compute).
   double physical_s = 0;
   double physical_ratio = 0;  // median step time / physical_s
+  // The probe's passes, each a sample of probe_gb_per_s's median: since 2026-12-03, 5 before
+  // the steps and one after each timed step (ArmMemoryProbe); 0 in files made before (5, all
+  // before the steps). Merged ranks: the fewest of any rank.
+  int probe_passes = 0;
 
   // The physical bound's fields from host_bytes, serial_s, serial_host_bytes, host_gb_per_s
   // (the best of the probe and the Adam passes, host_rate_from saying which), pcie_s and

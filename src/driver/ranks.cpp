@@ -205,8 +205,10 @@ RankResult summarize_rank(const RankOutcome& o, std::int64_t shard_elems, ArmRes
 StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& merged,
                       std::int64_t group_params) {
   StepBound b;
+  b.probe_passes = results.empty() ? 0 : results.front().bound.probe_passes;
   for (const ArmResult& r : results) {
     b.probe_gb_per_s += r.bound.probe_gb_per_s;
+    b.probe_passes = std::min(b.probe_passes, r.bound.probe_passes);
     b.adam_measured_s = std::max(b.adam_measured_s, r.bound.adam_measured_s);
     b.d2h_s = std::max(b.d2h_s, r.bound.d2h_s);
     b.h2d_s = std::max(b.h2d_s, r.bound.h2d_s);

@@ -113,6 +113,12 @@ CastRangeFn cast_kernel(AdamIsa isa) {
   return cast_range_scalar;
 }
 
+std::uint32_t probe_mask() {
+  // volatile: the compiler must read it at run time, so it cannot fold the probe's stores away.
+  static volatile std::uint32_t zero = 0;
+  return zero;
+}
+
 ProbeRangeFn probe_kernel(AdamIsa isa) {
 #if ZOB_OPTIM_X86
   if (isa == AdamIsa::avx512) return probe_range_avx512;
@@ -209,20 +215,24 @@ void cast_f32_to_bf16_host(const float* src, void* dst_bf16, std::int64_t n, Thr
   detail::cast_f32_to_bf16_isa(detail::selected_isa(), src, dst_bf16, n, pool);
 }
 
+double memory_probe_pass_s(float* p, const float* g, float* m, float* v, std::int64_t n,
+                           ThreadPool& pool) {
+  if (n <= 0) throw UsageError("memory_probe_pass_s: n must be >= 1");
+  const detail::ProbeRangeFn kernel = detail::probe_kernel(detail::selected_isa());
+  const std::uint32_t mask = detail::probe_mask();
+  const auto t0 = std::chrono::steady_clock::now();
+  pool.parallel_for(
+      n, [&](std::int64_t b, std::int64_t e) { kernel(p + b, g + b, m + b, v + b, e - b, mask); },
+      detail::kAlign);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 double memory_probe_gb_per_s(float* p, const float* g, float* m, float* v, std::int64_t n,
                              ThreadPool& pool, int repeats) {
   if (n <= 0 || repeats < 1) throw UsageError("memory_probe_gb_per_s: n and repeats must be >= 1");
-  const detail::ProbeRangeFn kernel = detail::probe_kernel(detail::selected_isa());
-  const auto pass = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(
-        n, [&](std::int64_t b, std::int64_t e) { kernel(p + b, g + b, m + b, v + b, e - b); },
-        detail::kAlign);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  pass();  // warm-up: pages, caches, thread wake-up
+  memory_probe_pass_s(p, g, m, v, n, pool);  // warm-up: pages, caches, thread wake-up
   std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) t.push_back(pass());
+  for (int i = 0; i < repeats; ++i) t.push_back(memory_probe_pass_s(p, g, m, v, n, pool));
   return static_cast<double>(n) * 28.0 / median(t) / 1e9;
 }
 

@@ -164,16 +164,17 @@ AdamBenchResult run_adam_benchmark(const AdamBenchOptions& o) {
 
   const AdamHyper hyper;
   const detail::ProbeRangeFn probe_kernel = detail::probe_kernel(isa);
+  const std::uint32_t probe_mask = detail::probe_mask();
   int step = 0;
   auto adam = [&] {
     detail::adam_step_isa(isa, a.p(), a.g(), a.m(), a.v(), n, ++step, hyper, pool);
   };
-  // The probe: same arrays, same threads, same ranges, same loads and stores, one add each.
+  // The probe: same arrays, same threads, same ranges, same loads and stores (and no change).
   auto probe = [&] {
     pool.parallel_for(
         n,
         [&](std::int64_t b, std::int64_t e) {
-          probe_kernel(a.p() + b, a.g() + b, a.m() + b, a.v() + b, e - b);
+          probe_kernel(a.p() + b, a.g() + b, a.m() + b, a.v() + b, e - b, probe_mask);
         },
         kAlign);
   };

@@ -44,8 +44,13 @@ using AdamRangeFn = void (*)(float* p, const float* g, float* m, float* v, std::
 using AdamCastRangeFn = void (*)(float* p, const float* g, float* m, float* v, std::uint16_t* out,
                                  std::int64_t n, const AdamConsts& c);
 using CastRangeFn = void (*)(const float* src, std::uint16_t* dst, std::int64_t n);
-// The same-shape bandwidth probe of the adam benchmark: reads p, g, m, v; writes p, m, v.
-using ProbeRangeFn = void (*)(float* p, const float* g, float* m, float* v, std::int64_t n);
+// The same-shape bandwidth probe of the adam benchmark: reads p, g, m, v; writes p, m, v, each
+// as its own bits XOR (g's bits AND mask). Callers pass probe_mask() (0, read at run time): the
+// arrays stay bitwise as they were, so the probe can run between the steps of a live arm, and
+// the compiler cannot drop a load or a store, since it cannot know the mask.
+using ProbeRangeFn = void (*)(float* p, const float* g, float* m, float* v, std::int64_t n,
+                              std::uint32_t mask);
+std::uint32_t probe_mask();
 
 AdamRangeFn adam_kernel(AdamIsa isa);
 AdamCastRangeFn adam_cast_kernel(AdamIsa isa);
@@ -68,7 +73,8 @@ void adam_range_scalar(float* p, const float* g, float* m, float* v, std::int64_
 void adam_cast_range_scalar(float* p, const float* g, float* m, float* v, std::uint16_t* out,
                             std::int64_t n, const AdamConsts& c);
 void cast_range_scalar(const float* src, std::uint16_t* dst, std::int64_t n);
-void probe_range_scalar(float* p, const float* g, float* m, float* v, std::int64_t n);
+void probe_range_scalar(float* p, const float* g, float* m, float* v, std::int64_t n,
+                        std::uint32_t mask);
 #if ZOB_OPTIM_X86
 void adam_range_avx2(float* p, const float* g, float* m, float* v, std::int64_t n,
                      const AdamConsts& c);
@@ -80,8 +86,10 @@ void adam_cast_range_avx512(float* p, const float* g, float* m, float* v, std::u
                             std::int64_t n, const AdamConsts& c);
 void cast_range_avx2(const float* src, std::uint16_t* dst, std::int64_t n);
 void cast_range_avx512(const float* src, std::uint16_t* dst, std::int64_t n);
-void probe_range_avx2(float* p, const float* g, float* m, float* v, std::int64_t n);
-void probe_range_avx512(float* p, const float* g, float* m, float* v, std::int64_t n);
+void probe_range_avx2(float* p, const float* g, float* m, float* v, std::int64_t n,
+                      std::uint32_t mask);
+void probe_range_avx512(float* p, const float* g, float* m, float* v, std::int64_t n,
+                        std::uint32_t mask);
 #endif
 
 }  // namespace zob::detail

@@ -3,7 +3,9 @@
 // Built with -fno-math-errno (so sqrt vectorises) and -ffp-contract=off (so the vectorised
 // body and the scalar remainder round identically: results do not depend on where a
 // thread's range starts or ends).
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "optim/adam_kernels.hpp"
 #include "zob/bf16.hpp"
@@ -65,12 +67,12 @@ void cast_range_scalar(const float* __restrict src, std::uint16_t* __restrict ds
 }
 
 void probe_range_scalar(float* __restrict p, const float* __restrict g, float* __restrict m,
-                        float* __restrict v, std::int64_t n) {
+                        float* __restrict v, std::int64_t n, std::uint32_t mask) {
   for (std::int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    p[i] += gi;
-    m[i] += gi;
-    v[i] += gi;
+    const std::uint32_t gi = std::bit_cast<std::uint32_t>(g[i]) & mask;
+    p[i] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(p[i]) ^ gi);
+    m[i] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(m[i]) ^ gi);
+    v[i] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(v[i]) ^ gi);
   }
 }
 

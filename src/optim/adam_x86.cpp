@@ -223,28 +223,40 @@ ZOB_AVX2 void cast_range_avx2(const float* src, std::uint16_t* dst, std::int64_t
   cast_range_scalar(src + i, dst + i, n - i);
 }
 
-// The probe: the same loads and stores as the Adam kernels and one add per array, so only the
-// arithmetic differs (see adam_bench.cpp).
-ZOB_AVX512 void probe_range_avx512(float* p, const float* g, float* m, float* v, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 gv = _mm512_loadu_ps(g + i);
-    _mm512_storeu_ps(p + i, _mm512_add_ps(_mm512_loadu_ps(p + i), gv));
-    _mm512_storeu_ps(m + i, _mm512_add_ps(_mm512_loadu_ps(m + i), gv));
-    _mm512_storeu_ps(v + i, _mm512_add_ps(_mm512_loadu_ps(v + i), gv));
-  }
-  probe_range_scalar(p + i, g + i, m + i, v + i, n - i);
+// The probe: the same loads and stores as the Adam kernels and one AND + XOR per array, so
+// only the arithmetic differs (see adam_bench.cpp); with mask 0 nothing changes (ProbeRangeFn).
+ZOB_AVX512 inline void flip16(float* x, __m512i gm) {
+  _mm512_storeu_si512(x, _mm512_xor_si512(_mm512_loadu_si512(x), gm));
 }
 
-ZOB_AVX2 void probe_range_avx2(float* p, const float* g, float* m, float* v, std::int64_t n) {
+ZOB_AVX512 void probe_range_avx512(float* p, const float* g, float* m, float* v, std::int64_t n,
+                                   std::uint32_t mask) {
+  const __m512i mk = _mm512_set1_epi32(static_cast<int>(mask));
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i gm = _mm512_and_si512(_mm512_loadu_si512(g + i), mk);
+    flip16(p + i, gm);
+    flip16(m + i, gm);
+    flip16(v + i, gm);
+  }
+  probe_range_scalar(p + i, g + i, m + i, v + i, n - i, mask);
+}
+
+ZOB_AVX2 inline void flip8(float* x, __m256 gm) {
+  _mm256_storeu_ps(x, _mm256_xor_ps(_mm256_loadu_ps(x), gm));
+}
+
+ZOB_AVX2 void probe_range_avx2(float* p, const float* g, float* m, float* v, std::int64_t n,
+                               std::uint32_t mask) {
+  const __m256 mk = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(mask)));
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 gv = _mm256_loadu_ps(g + i);
-    _mm256_storeu_ps(p + i, _mm256_add_ps(_mm256_loadu_ps(p + i), gv));
-    _mm256_storeu_ps(m + i, _mm256_add_ps(_mm256_loadu_ps(m + i), gv));
-    _mm256_storeu_ps(v + i, _mm256_add_ps(_mm256_loadu_ps(v + i), gv));
+    const __m256 gm = _mm256_and_ps(_mm256_loadu_ps(g + i), mk);
+    flip8(p + i, gm);
+    flip8(m + i, gm);
+    flip8(v + i, gm);
   }
-  probe_range_scalar(p + i, g + i, m + i, v + i, n - i);
+  probe_range_scalar(p + i, g + i, m + i, v + i, n - i, mask);
 }
 
 // ---- Adam fused with the cast -----------------------------------------------------------

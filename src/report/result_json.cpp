@@ -324,6 +324,7 @@ void to_json(nlohmann::json& j, const StepBound& b) {
       {"adam_s", finite_or_null(b.adam_s)},
       {"adam_measured_s", finite_or_null(b.adam_measured_s)},
       {"probe_gb_per_s", finite_or_null(b.probe_gb_per_s)},
+      {"probe_passes", b.probe_passes},
       {"d2h_s", finite_or_null(b.d2h_s)},
       {"h2d_s", finite_or_null(b.h2d_s)},
       {"pcie_s", finite_or_null(b.pcie_s)},
@@ -348,6 +349,8 @@ void from_json(const nlohmann::json& j, StepBound& b) {
   b.adam_s = number_or_nan(j.at("adam_s"));
   b.adam_measured_s = optional("adam_measured_s");  // absent in documents of older versions
   b.probe_gb_per_s = optional("probe_gb_per_s");
+  // absent before 2026-12-03 (the passes all before the steps, 5)
+  b.probe_passes = j.contains("probe_passes") ? j.at("probe_passes").get<int>() : 0;
   b.d2h_s = optional("d2h_s");
   b.h2d_s = optional("h2d_s");
   b.pcie_s = number_or_nan(j.at("pcie_s"));

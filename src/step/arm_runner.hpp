@@ -63,7 +63,12 @@ class ArmRunner {
   StepLinkTimes link_times() const { return link_; }  // the last step's, for the bound
   // What the host is doing in the step now (the step failure point's phase).
   const Phase& current_phase() const { return phase_; }
-  double probe_gb_per_s() const { return probe_gb_s_; }
+  const ArmMemoryProbe& memory_probe() const { return probe_; }
+  // One more pass of the memory probe after a timed step (the ranks together).
+  void probe_between_steps() {
+    if (sharded()) comm_->barrier();
+    probe_.pass();
+  }
 
  private:
   // Host seconds of the phases a step measures on the host clock.
@@ -129,7 +134,7 @@ class ArmRunner {
   std::unique_ptr<OverlapSchedule> overlap_;  // --schedule overlap
   StepLinkTimes link_;
   Phase phase_ = Phase::forward;  // set through PhaseScope
-  double probe_gb_s_ = 0;
+  ArmMemoryProbe probe_;          // the bound's host-memory rate (arm_runner_common.hpp)
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
 

@@ -63,16 +63,34 @@ std::unique_ptr<ThreadPool> make_rank_pool(const RunConfig& c, Arm arm, const De
 // The loss of a step: the sum over ranks of their local losses, in rank order (one rank: its).
 float group_loss(Collectives& comm, float local_loss);
 
-// The same-run memory probe for the bound, over the arm's own optimizer buffers before the
-// master is initialised (at most 2^28 elements: see step.cpp); the Adam states are zeroed again
-// after it.
-double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
-                        std::int64_t params, ThreadPool& pool);
+// The same-run memory probe of an arm's bound (docs/schedules.md "Bounds"): Adam's shape over
+// the arm's own optimizer buffers (at most 2^28 elements: see step.cpp), which it leaves
+// bitwise as they were. start() takes 5 passes after a warm-up, before the steps; pass() one
+// more, after each timed step, outside its time. gb_per_s() is the median of every pass: the
+// H200 host's bandwidth drifts by ~20 % within minutes, so a rate read only before the steps
+// can miss the one they ran at (results/h200/2026-12-03-physical-bound-2).
+class ArmMemoryProbe {
+ public:
+  void start(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
+             std::int64_t params, ThreadPool& pool);
+  void pass();
+  double gb_per_s() const;
+  int passes() const { return static_cast<int>(pass_s_.size()); }
+
+ private:
+  float* p_ = nullptr;
+  const float* g_ = nullptr;
+  float* m_ = nullptr;
+  float* v_ = nullptr;
+  std::int64_t n_ = 0;
+  ThreadPool* pool_ = nullptr;
+  std::vector<double> pass_s_;
+};
 
 // Builds a Runner(config, arm, device, extra...) (setup() first), runs warmup + steps steps and
 // fills the ArmResult. Runner has setup(), run_step(t), master(), total(), threads(),
-// register_seconds(), master_buffer(), placement(), link_times() (the last step's) and
-// probe_gb_per_s().
+// register_seconds(), master_buffer(), placement(), link_times() (the last step's),
+// probe_between_steps() and memory_probe().
 template <class Runner, class... Extra>
 ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
                        std::vector<float>* final_master, const Extra&... extra) {
@@ -96,10 +114,14 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
   std::vector<StepLinkTimes> links;
   run_timed_steps(r, config, to_string(arm), runner.current_phase(), [&](int t) {
     StepSample s = runner.run_step(t);
-    if (t > config.warmup) links.push_back(runner.link_times());
+    if (t > config.warmup) {
+      links.push_back(runner.link_times());
+      runner.probe_between_steps();
+    }
     return s;
   });
-  r.bound = step_bound(r, links, runner.probe_gb_per_s(), runner.total());
+  r.bound = step_bound(r, links, runner.memory_probe().gb_per_s(), runner.total());
+  r.bound.probe_passes = runner.memory_probe().passes();
   if constexpr (requires { runner.device_ops(); }) r.device_ops = runner.device_ops();
   finish_arm_result(r, device, runner.master(), runner.total());
   if (final_master != nullptr)

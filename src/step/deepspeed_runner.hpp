@@ -99,7 +99,12 @@ class DeepSpeedRunner {
   StepLinkTimes link_times() const { return link_; }
   // What the host is doing in the step now (the step failure point's phase).
   const Phase& current_phase() const { return phase_; }
-  double probe_gb_per_s() const { return probe_gb_s_; }
+  const ArmMemoryProbe& memory_probe() const { return probe_; }
+  // One more pass of the memory probe after a timed step (the ranks together).
+  void probe_between_steps() {
+    if (sharded()) comm_->barrier();
+    probe_.pass();
+  }
 
  private:
   bool offload() const { return plan_.offload_param; }
@@ -200,8 +205,8 @@ class DeepSpeedRunner {
   HostTimes host_;
   float loss_host_ = 0, norm_host_ = 0;
   StepLinkTimes link_;
-  Phase phase_ = Phase::forward;  // set through PhaseScope
-  double probe_gb_s_ = 0;
+  Phase phase_ = Phase::forward;   // set through PhaseScope
+  ArmMemoryProbe probe_;           // the bound's host-memory rate (arm_runner_common.hpp)
   DrainQueuesOnExit drain_{dev_};  // last: destroyed first
 };
 

@@ -71,7 +71,10 @@ ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device&
                   runner.current_phase(), [&](int t) {
                     try {
                       StepSample s = runner.run_step(t);
-                      if (t > config.warmup) links.push_back(runner.link_times());
+                      if (t > config.warmup) {
+                        links.push_back(runner.link_times());
+                        runner.probe_between_steps();
+                      }
                       return s;
                     } catch (const CollectiveError& e) {
                       abort_device_comm(comm, data, e.what());
@@ -85,7 +88,8 @@ ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device&
                     }
                   });
   // This rank's own bound (its shard's Adam, its link); the launcher combines the ranks'.
-  r.bound = step_bound(r, links, runner.probe_gb_per_s(), runner.total());
+  r.bound = step_bound(r, links, runner.memory_probe().gb_per_s(), runner.total());
+  r.bound.probe_passes = runner.memory_probe().passes();
   if constexpr (requires { runner.device_ops(); }) r.device_ops = runner.device_ops();
   std::vector<float> shard;
   const float* master = runner.master();

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "zob/errors.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/model.hpp"
+#include "zob/stats.hpp"
 #include "zob/step.hpp"
 #include "zob/thread_pool.hpp"
 
@@ -95,9 +97,8 @@ void ArmRunner::allocate_host() {
   pbf16_ = HostBuffer(S * 2, pinned, &dev_, "bf16 parameters", pool_.get());
   // Every rank probes at once, so the bound can take the host's bandwidth as their sum.
   if (sharded()) comm_->barrier();
-  // exp_avg and exp_avg_sq start at zero (probe_arm_memory re-zeroes what it touched).
-  probe_gb_s_ = probe_arm_memory(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
-                                 exp_avg_sq_.as<float>(), shards_.total, *pool_);
+  probe_.start(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
+               exp_avg_sq_.as<float>(), shards_.total, *pool_);
   initial_master();
 }
 
@@ -445,22 +446,30 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params,
   return groups;
 }
 
-double probe_arm_memory(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
-                        std::int64_t params, ThreadPool& pool) {
+void ArmMemoryProbe::start(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
+                           std::int64_t params, ThreadPool& pool) {
+  p_ = master;
+  g_ = grads;
+  m_ = exp_avg;
+  v_ = exp_avg_sq;
   // 2^28 elements stream 4.3 GB per pass: many times a server's L3. At 2^26 (1.07 GB, until
   // 2026-12-02) the H200 host's 300 MB L3 kept part of it: 152.5 GB/s median against 133.2 over
   // the full arrays in the same process (results/h200/2026-12-02-host-memory), a bound the
   // step's streams can never reach.
-  const std::int64_t n = std::min<std::int64_t>(params, std::int64_t{1} << 28);
-  const double gb_per_s = memory_probe_gb_per_s(master, grads, exp_avg, exp_avg_sq, n, pool);
-  // The probe added grads into the Adam states; grads need not be zero (runtime-allocated host
-  // memory is not first-touched), so the states start again from zero. The master is
-  // initialised after this, and every gradient is written before Adam reads it.
-  pool.parallel_for(n, [&](std::int64_t b, std::int64_t e) {
-    std::memset(exp_avg + b, 0, static_cast<std::size_t>(e - b) * sizeof(float));
-    std::memset(exp_avg_sq + b, 0, static_cast<std::size_t>(e - b) * sizeof(float));
-  });
-  return gb_per_s;
+  n_ = std::min<std::int64_t>(params, std::int64_t{1} << 28);
+  pool_ = &pool;
+  pass_s_.clear();
+  memory_probe_pass_s(p_, g_, m_, v_, n_, pool);  // warm-up: pages, caches, thread wake-up
+  for (int i = 0; i < 5; ++i) pass();
+}
+
+void ArmMemoryProbe::pass() {
+  if (pool_ == nullptr) throw std::logic_error("ArmMemoryProbe::pass before start");
+  pass_s_.push_back(memory_probe_pass_s(p_, g_, m_, v_, n_, *pool_));
+}
+
+double ArmMemoryProbe::gb_per_s() const {
+  return pass_s_.empty() ? 0 : static_cast<double>(n_) * 28.0 / median(pass_s_) / 1e9;
 }
 
 std::unique_ptr<ThreadPool> make_rank_pool(const RunConfig& c, Arm arm, const Device& dev,

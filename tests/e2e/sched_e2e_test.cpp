@@ -222,6 +222,8 @@ TEST(SchedE2E, FusedAdamCastEqualsTheSeparatePassesAndBothBoundsAreReported) {
         EXPECT_EQ(serial_bytes > 0, fused && offload);
         const std::string from = b.at("host_rate_from");
         EXPECT_TRUE(from == "probe" || from == "adam_pass" || from == "step") << from;
+        // The probe's median is of 5 passes before the steps and one after each timed step.
+        EXPECT_EQ(b.at("probe_passes").get<int>(), 5 + a.at("steps").get<int>());
         EXPECT_DOUBLE_EQ(physical,
                          std::max({serial + (host_bytes - serial_bytes) /
                                                 (b.at("host_gb_per_s").get<double>() * 1e9),

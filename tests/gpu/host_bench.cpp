@@ -140,12 +140,13 @@ int main(int argc, char** argv) {
     Buffers b(dev, n, pool);
     Dma dma(dev, n);
     const auto probe_k = detail::probe_kernel(isa);
+    const std::uint32_t mask = detail::probe_mask();
     int step = 0;
     const zob::AdamHyper hyper;
     const auto probe = [&](ThreadPool& tp) {
       tp.parallel_for(n, [&](std::int64_t s, std::int64_t e) {
         probe_k(b.p.as<float>() + s, b.g.as<float>() + s, b.m.as<float>() + s, b.v.as<float>() + s,
-                e - s);
+                e - s, mask);
       });
     };
     const auto fused = [&](ThreadPool& tp) {
@@ -156,7 +157,7 @@ int main(int argc, char** argv) {
     const auto probe_prefix = [&](std::int64_t k) {
       pool.parallel_for(k, [&](std::int64_t s, std::int64_t e) {
         probe_k(b.p.as<float>() + s, b.g.as<float>() + s, b.m.as<float>() + s, b.v.as<float>() + s,
-                e - s);
+                e - s, mask);
       });
     };
     std::vector<Row> prefix_rows;

@@ -146,4 +146,46 @@ TEST(AdamCast, RejectsBadArguments) {
   EXPECT_EQ(out, 7);
 }
 
+// The memory probe runs between the steps of a live arm (the bound's ArmMemoryProbe), so it
+// must leave the master, the gradients and the Adam states bitwise as they were: on fresh
+// random data with infinities, NaNs and signed zeros in every array, every ISA's kernel with
+// probe_mask() and the public pass on two threads; a nonzero mask does change the arrays (the
+// kernels really store what they compute, so the check can fail).
+TEST(MemoryProbe, LeavesEveryArrayBitwiseAsItWas) {
+  std::mt19937 rng(static_cast<std::uint32_t>(std::random_device{}()));
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  const std::int64_t n = 3 * 1024 + 13;  // a ragged tail for the scalar remainder
+  zob::adam_test::State s;
+  for (auto* x : {&s.p, &s.g, &s.m, &s.v}) {
+    x->resize(static_cast<std::size_t>(n));
+    for (float& e : *x) e = d(rng);
+    (*x)[5] = std::numeric_limits<float>::infinity();
+    (*x)[77] = std::numeric_limits<float>::quiet_NaN();
+    (*x)[n - 2] = -0.0f;
+  }
+  const zob::adam_test::State before = s;
+  const auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (AdamIsa isa : supported_isas()) {
+    SCOPED_TRACE(zob::detail::to_string(isa));
+    const zob::detail::ProbeRangeFn probe = zob::detail::probe_kernel(isa);
+    probe(s.p.data(), s.g.data(), s.m.data(), s.v.data(), n, zob::detail::probe_mask());
+    EXPECT_TRUE(same(s.p, before.p) && same(s.m, before.m) && same(s.v, before.v));
+    probe(s.p.data(), s.g.data(), s.m.data(), s.v.data(), n, 0x80000000u);  // flips signs
+    EXPECT_FALSE(same(s.p, before.p));
+    EXPECT_EQ(std::signbit(s.m[3]), !std::signbit(before.m[3]) != !std::signbit(s.g[3]));
+    probe(s.p.data(), s.g.data(), s.m.data(), s.v.data(), n, 0x80000000u);  // and back
+    EXPECT_TRUE(same(s.p, before.p) && same(s.m, before.m) && same(s.v, before.v));
+  }
+  zob::ThreadPool pool(2);
+  EXPECT_GT(zob::memory_probe_pass_s(s.p.data(), s.g.data(), s.m.data(), s.v.data(), n, pool), 0);
+  EXPECT_GT(zob::memory_probe_gb_per_s(s.p.data(), s.g.data(), s.m.data(), s.v.data(), n, pool, 3),
+            0);
+  EXPECT_TRUE(same(s.p, before.p) && same(s.g, before.g) && same(s.m, before.m) &&
+              same(s.v, before.v));
+  EXPECT_THROW(zob::memory_probe_pass_s(s.p.data(), s.g.data(), s.m.data(), s.v.data(), 0, pool),
+               zob::UsageError);
+}
+
 }  // namespace

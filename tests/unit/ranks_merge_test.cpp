@@ -177,6 +177,7 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
     for (int i = 0; i < 4; ++i) walls[r].push_back(d(rng));
     ArmResult a = rank_result(r, walls[r], r == 0 ? "aaaa" : "bbbb");
     a.bound.probe_gb_per_s = 10 + 50 * d(rng);
+    a.bound.probe_passes = r == 0 ? 9 : 7;
     a.bound.d2h_s = d(rng);
     a.bound.h2d_s = d(rng);
     a.bound.compute_s = d(rng);
@@ -199,6 +200,7 @@ TEST(RanksMerge, BoundSharesTheHostMemoryAndTakesTheBusiestLink) {
       {ranks[0].bound.d2h_s, ranks[0].bound.h2d_s, ranks[1].bound.d2h_s, ranks[1].bound.h2d_s});
   const double compute = std::max(ranks[0].bound.compute_s, ranks[1].bound.compute_s);
   EXPECT_DOUBLE_EQ(m.bound.probe_gb_per_s, probe);
+  EXPECT_EQ(m.bound.probe_passes, 7);  // the fewest of any rank
   EXPECT_DOUBLE_EQ(m.bound.adam_s, adam);
   EXPECT_DOUBLE_EQ(m.bound.pcie_s, link);
   EXPECT_DOUBLE_EQ(m.bound.compute_s, compute);
