@@ -63,12 +63,7 @@ class ArmRunner {
   StepLinkTimes link_times() const { return link_; }  // the last step's, for the bound
   // What the host is doing in the step now (the step failure point's phase).
   const Phase& current_phase() const { return phase_; }
-  const ArmMemoryProbe& memory_probe() const { return probe_; }
-  // One more pass of the memory probe after a timed step (the ranks together).
-  void probe_between_steps() {
-    if (sharded()) comm_->barrier();
-    probe_.pass();
-  }
+  ArmMemoryProbe& memory_probe() { return probe_; }
 
  private:
   // Host seconds of the phases a step measures on the host clock.

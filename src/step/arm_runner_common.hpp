@@ -66,13 +66,15 @@ float group_loss(Collectives& comm, float local_loss);
 // The same-run memory probe of an arm's bound (docs/schedules.md "Bounds"): Adam's shape over
 // the arm's own optimizer buffers (at most 2^28 elements: see step.cpp), which it leaves
 // bitwise as they were. start() takes 5 passes after a warm-up, before the steps; pass() one
-// more, after each timed step, outside its time. gb_per_s() is the median of every pass: the
-// H200 host's bandwidth drifts by ~20 % within minutes, so a rate read only before the steps
-// can miss the one they ran at (results/h200/2026-12-03-physical-bound-2).
+// more, after each timed step, outside its time. The ranks of comm probe together (a barrier
+// before each pass), so the bound can take the host's bandwidth as the sum of theirs. gb_per_s() is
+// the median of every pass: the H200 host's bandwidth drifts by ~20 % within minutes, so a rate
+// read only before the steps can miss the one they ran at
+// (results/h200/2026-12-03-physical-bound-2).
 class ArmMemoryProbe {
  public:
   void start(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
-             std::int64_t params, ThreadPool& pool);
+             std::int64_t params, ThreadPool& pool, Collectives& comm);
   void pass();
   double gb_per_s() const;
   int passes() const { return static_cast<int>(pass_s_.size()); }
@@ -84,13 +86,14 @@ class ArmMemoryProbe {
   float* v_ = nullptr;
   std::int64_t n_ = 0;
   ThreadPool* pool_ = nullptr;
+  Collectives* comm_ = nullptr;
   std::vector<double> pass_s_;
 };
 
 // Builds a Runner(config, arm, device, extra...) (setup() first), runs warmup + steps steps and
 // fills the ArmResult. Runner has setup(), run_step(t), master(), total(), threads(),
 // register_seconds(), master_buffer(), placement(), link_times() (the last step's),
-// probe_between_steps() and memory_probe().
+// memory_probe().
 template <class Runner, class... Extra>
 ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
                        std::vector<float>* final_master, const Extra&... extra) {
@@ -116,7 +119,7 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
     StepSample s = runner.run_step(t);
     if (t > config.warmup) {
       links.push_back(runner.link_times());
-      runner.probe_between_steps();
+      runner.memory_probe().pass();
     }
     return s;
   });

@@ -99,12 +99,7 @@ class DeepSpeedRunner {
   StepLinkTimes link_times() const { return link_; }
   // What the host is doing in the step now (the step failure point's phase).
   const Phase& current_phase() const { return phase_; }
-  const ArmMemoryProbe& memory_probe() const { return probe_; }
-  // One more pass of the memory probe after a timed step (the ranks together).
-  void probe_between_steps() {
-    if (sharded()) comm_->barrier();
-    probe_.pass();
-  }
+  ArmMemoryProbe& memory_probe() { return probe_; }
 
  private:
   bool offload() const { return plan_.offload_param; }

@@ -95,9 +95,8 @@ void DeepSpeedRunner::allocate_host() {
   exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
   exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
-  if (sharded()) comm_->barrier();  // the ranks probe together: the bound sums their bandwidth
   probe_.start(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
-               exp_avg_sq_.as<float>(), P, *pool_);
+               exp_avg_sq_.as<float>(), P, *pool_, *comm_);
   if (!sharded()) {
     initial_parameters_range(layout_, cfg_.seed, 0, layout_.total, master_.as<float>(),
                              pool_.get());

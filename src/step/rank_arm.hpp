@@ -73,7 +73,7 @@ ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device&
                       StepSample s = runner.run_step(t);
                       if (t > config.warmup) {
                         links.push_back(runner.link_times());
-                        runner.probe_between_steps();
+                        runner.memory_probe().pass();
                       }
                       return s;
                     } catch (const CollectiveError& e) {

@@ -95,10 +95,8 @@ void ArmRunner::allocate_host() {
   // Both loops: Adam fused with the cast writes the bf16 parameters here (the fetches' source,
   // or the copy-back's).
   pbf16_ = HostBuffer(S * 2, pinned, &dev_, "bf16 parameters", pool_.get());
-  // Every rank probes at once, so the bound can take the host's bandwidth as their sum.
-  if (sharded()) comm_->barrier();
   probe_.start(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
-               exp_avg_sq_.as<float>(), shards_.total, *pool_);
+               exp_avg_sq_.as<float>(), shards_.total, *pool_, *comm_);
   initial_master();
 }
 
@@ -447,7 +445,7 @@ std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params,
 }
 
 void ArmMemoryProbe::start(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
-                           std::int64_t params, ThreadPool& pool) {
+                           std::int64_t params, ThreadPool& pool, Collectives& comm) {
   p_ = master;
   g_ = grads;
   m_ = exp_avg;
@@ -458,13 +456,16 @@ void ArmMemoryProbe::start(float* master, const float* grads, float* exp_avg, fl
   // step's streams can never reach.
   n_ = std::min<std::int64_t>(params, std::int64_t{1} << 28);
   pool_ = &pool;
+  comm_ = &comm;
   pass_s_.clear();
+  if (comm.size() > 1) comm.barrier();
   memory_probe_pass_s(p_, g_, m_, v_, n_, pool);  // warm-up: pages, caches, thread wake-up
-  for (int i = 0; i < 5; ++i) pass();
+  for (int i = 0; i < 5; ++i) pass_s_.push_back(memory_probe_pass_s(p_, g_, m_, v_, n_, pool));
 }
 
 void ArmMemoryProbe::pass() {
   if (pool_ == nullptr) throw std::logic_error("ArmMemoryProbe::pass before start");
+  if (comm_->size() > 1) comm_->barrier();
   pass_s_.push_back(memory_probe_pass_s(p_, g_, m_, v_, n_, *pool_));
 }
 
