@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The device kernels PyTorch eager launches per decoder layer, from a torch.profiler Chrome trace
 of the model alone (bench/deepspeed/account.py's eager baseline), beside the Device calls the
-tool's decoder makes per layer (src/step/decoder_math.cpp).
+tool's decoder makes per layer (src/step/decoder/decoder_math.cpp).
 
   python3 bench/deepspeed/eager_kernels.py TRACE.json.gz [TRACE ...] [--repo DIR] [--out OUT.md]
 The eager traces carry no module events (with_modules and with_stack were off) but do carry
@@ -26,7 +26,7 @@ NOTES = ("What is measured: every count and time below the `eager` headings come
          "roles come from the op order of a Llama/Qwen2 layer) and the grouping into parts of the layer. The tool's "
          "columns are counted in its source (one CUDA kernel per Device call, two for rmsnorm_backward and sum), not "
          "measured: its fused decoder, which `--schedule stock` and `overlap` run. `--schedule deepspeed` runs eager's "
-         "sequence instead (src/step/eager_decoder.cpp: 43 / 82 Device calls per Llama layer, 46 / 85 per Qwen2 "
+         "sequence instead (src/step/decoder/eager_decoder.cpp: 43 / 82 Device calls per Llama layer, 46 / 85 per Qwen2 "
          "layer; each run states them per module in DRIVERRESULT `device_ops`, docs/deepspeed.md compares them "
          "part by part). Device ops are kernels plus memsets (cuBLAS workspace / cuDNN zero-fills).")
 LINEAR_ROLES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -371,7 +371,7 @@ def render(a, tool, repo):
            "" if any("_proj" in r for (_, r, _) in a["fwd"]) else "**No aten::linear in the layers: not an eager trace "
            "(DeepSpeed's replaces them), so the roles and parts below are wrong; only the totals hold.**",
            "", "### Totals (whole forward / backward, all layers; measured)", ""] + render_totals(a)
-    out += ["", f"### Eager beside the tool, per decoder layer (tool: src/step/decoder_math.cpp, "
+    out += ["", f"### Eager beside the tool, per decoder layer (tool: src/step/decoder/decoder_math.cpp, "
             f"{'with' if a['bias'] else 'without'} q/k/v bias)", ""] + render_side_by_side(a, tool)
     out += ["", "### Whole forward / backward (tool outside the layers: DecoderMath::forward, head_forward, "
             "backward, head_backward; tied lm_head)", ""] + render_step(a, tool)

@@ -162,10 +162,14 @@ const char* to_string(DecoderKernels);                     // "auto" / "eager" /
 DecoderKernels parse_decoder_kernels(const std::string&);  // UsageError naming the choices
 Compat parse_compat(const std::string&);                   // "v1" / "v2"; UsageError otherwise
 Loop parse_loop(const std::string&);  // "copy_back" / "offload_param"; UsageError otherwise
+// "stock" / "overlap" / "deepspeed"; UsageError otherwise.
 Schedule parse_schedule(const std::string&);
 // The report header's words for a schedule: "DeepSpeed 0.19.8's ZeRO-3 operations".
-const char* schedule_description(
-    Schedule);  // "stock" / "overlap" / "deepspeed"; UsageError otherwise
+const char* schedule_description(Schedule);
+// The one place of the eager decoder's rule: it exists for --schedule deepspeed with --model
+// (validate_run_config refuses --decoder eager elsewhere; the step runs it there unless
+// --decoder fused).
+bool eager_decoder_applies(const RunConfig& config);
 // The schedules for a sentence: "stock, overlap or deepspeed"; conjunction "|":
 // "stock|overlap|deepspeed".
 std::string schedule_names(const char* conjunction);

@@ -52,6 +52,10 @@ const char* schedule_description(Schedule schedule) {
   return "?";
 }
 
+bool eager_decoder_applies(const RunConfig& config) {
+  return config.schedule == Schedule::deepspeed && config.model.decoder();
+}
+
 std::string schedule_names(const char* conjunction) {
   std::string out;
   const std::size_t n = std::size(kAllSchedules);

@@ -82,8 +82,7 @@ void check_combinations(const RunConfig& c) {
   if (c.arms.empty()) {
     throw UsageError("--arms is empty; give e.g. registered,unregistered");
   }
-  if (c.decoder == DecoderKernels::eager &&
-      (c.schedule != Schedule::deepspeed || !c.model.decoder())) {
+  if (c.decoder == DecoderKernels::eager && !eager_decoder_applies(c)) {
     throw UsageError(
         "--decoder eager applies to --schedule deepspeed with --model NAME; add both or drop it");
   }

@@ -25,9 +25,10 @@ struct MpiRequest {
   bool threads_given = false;
 };
 
-// The end of a run, whichever launcher ran its arms: every report (publish_run, reporter.hpp),
-// then the exit code: the signal's when one stopped the run (stopped_by != 0), arm_failed
-// when an arm failed, a file could not be written or the arms disagree (said on stderr), else 0.
+// The end of a run, whichever launcher ran its arms: every report (publish_run,
+// report/publish.hpp), then the exit code: the signal's when one stopped the run (stopped_by != 0),
+// arm_failed when an arm failed, a file could not be written or the arms disagree (said on stderr),
+// else 0.
 int report_run(const RunResult& run, int stopped_by);
 
 // Hidden entry points (argv built by the parent; see process.cpp). Each writes one JSON

@@ -3,10 +3,10 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "driver/ranks.hpp"
 #include "report/json_util.hpp"
 #include "zob/errors.hpp"
 #include "zob/step.hpp"
@@ -39,6 +39,11 @@ std::string result_document(ArmResult& result, Arm arm) {
   result.arm = arm;
   result.pid = static_cast<int>(::getpid());
   return dump_json(nlohmann::json(result));
+}
+
+double collective_timeout_s(const RunConfig& config) {
+  constexpr double kDefault = 120.0;
+  return config.timeout_s > 0 ? std::min(kDefault, config.timeout_s / 2) : kDefault;
 }
 
 }  // namespace zob

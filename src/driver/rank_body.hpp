@@ -31,4 +31,8 @@ ArmResult run_rank_body(const RunConfig& config, Arm arm, Device& device, Collec
 // with the arm and this process's pid, one JSON document.
 std::string result_document(ArmResult& result, Arm arm);
 
+// The per-wait deadline of the collectives: half of --timeout (so a hung rank is named before
+// the arm's own deadline), at most 120 s; 120 s without --timeout.
+double collective_timeout_s(const RunConfig& config);
+
 }  // namespace zob

@@ -105,11 +105,6 @@ std::string rank_label(const RunConfig& c, const RankOutcome& o) {
 
 }  // namespace
 
-double collective_timeout_s(const RunConfig& config) {
-  constexpr double kDefault = 120.0;
-  return config.timeout_s > 0 ? std::min(kDefault, config.timeout_s / 2) : kDefault;
-}
-
 std::string combine_checksums(const std::vector<std::string>& shard_checksums) {
   if (shard_checksums.size() == 1) return shard_checksums[0];
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a over "c0|c1|..."

@@ -36,10 +36,6 @@ ArmResult merge_rank_results(const RunConfig& config, Arm arm,
                              const std::vector<RankOutcome>& ranks, int culprit,
                              const std::string& abort_reason);
 
-// The per-wait deadline of the collectives: half of --timeout (so a hung rank is named before
-// the arm's own deadline), at most 120 s; 120 s without --timeout.
-double collective_timeout_s(const RunConfig& config);
-
 // Combines the shards' checksums (rank order) into the arm's param_checksum; one rank: its own.
 std::string combine_checksums(const std::vector<std::string>& shard_checksums);
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "report/arms.hpp"
 #include "report/json_util.hpp"
-#include "report/report.hpp"
 #include "zob/model.hpp"
 
 namespace zob {

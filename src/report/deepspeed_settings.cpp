@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "report/arms.hpp"
 #include "report/details.hpp"
-#include "report/report.hpp"
 #include "report/verdict.hpp"
 
 namespace zob {

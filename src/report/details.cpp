@@ -6,9 +6,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "report/arms.hpp"
 #include "report/json_util.hpp"
-#include "report/report.hpp"
-#include "report/verdict.hpp"
 #include "zob/backends.hpp"
 #include "zob/environment.hpp"
 #include "zob/phase.hpp"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "report/arms.hpp"
 #include "zob/result.hpp"
 
 namespace zob {
@@ -25,28 +26,6 @@ struct Validation {
   bool ok() const { return checksums_equal && losses_equal && rounds_equal; }
 };
 Validation validate_arms(const RunResult& run);
-
-// The two arms the headline speedup compares (slow avg / fast avg): v1 unregistered /
-// registered; v2 (--compat v2) unpinned (the pageable arm) / pinned (the registered arm).
-struct SpeedupArms {
-  Arm slow, fast;
-};
-SpeedupArms speedup_arms(const RunConfig& config);
-// An arm's key in DRIVERRESULT and its row name in the table: the tool's names (v1), or the v2
-// script's: unpinned, pinned (the row reads pinned-registered with --ablate-register),
-// pinned-unregistered.
-std::string arm_key(const RunConfig& config, Arm arm);
-std::string arm_label(const RunConfig& config, Arm arm);
-
-// The arm `arm` of run.arms when it completed, else nullptr.
-const ArmResult* find_ok_arm(const RunResult& run, Arm arm);
-
-// slow avg / fast avg (speedup_arms); nullopt unless both arms completed with a positive avg.
-std::optional<double> speedup(const RunResult& run);
-
-// One configuration of a sweep as a RunResult of its own (the first keeps the run's rounds),
-// for the per-configuration reports.
-RunResult point_result(const RunResult& run, const SweepPoint& point);
 
 // The table of the run's --compat version (table.hpp), and the speedup line when it is
 // computable. Ends with a newline.

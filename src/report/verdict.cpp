@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <cmath>
 
+#include "report/arms.hpp"
 #include "report/details.hpp"
 #include "report/json_util.hpp"
-#include "report/report.hpp"
 #include "zob/stats.hpp"
 
 namespace zob {
@@ -129,19 +129,6 @@ std::optional<Verdict> compare_pair(const RunResult& run, Arm slow, Arm fast) {
 }
 
 }  // namespace
-
-bool registration_applicable(const RunResult& run) {
-  for (const auto& a : run.arms) {
-    if (a.ok && a.device == to_string(DeviceKind::cpu)) return false;
-  }
-  return run.config.device != DeviceKind::cpu;
-}
-
-std::string not_applicable_warning(const RunResult& run) {
-  if (registration_applicable(run) || run.arms.empty()) return "";
-  return "registration does not apply on the CPU device (nothing is registered there): the arms' "
-         "speedup is noise, not a result; run on an accelerator (--device cuda or xpu)";
-}
 
 std::vector<Verdict> verdicts(const RunResult& run) {
   std::vector<Verdict> out;

@@ -33,11 +33,6 @@ struct Verdict {
 // registered arm where both completed.
 std::vector<Verdict> verdicts(const RunResult& run);
 
-// True unless the arms ran on the CPU device, where registration does not exist.
-bool registration_applicable(const RunResult& run);
-// The warning DRIVERRESULT lists (and stderr shows) when it is not applicable; "" otherwise.
-std::string not_applicable_warning(const RunResult& run);
-
 // "verdict: <sentence>" per comparison (per configuration of a sweep, each named); "" when
 // no two arms completed.
 std::string render_verdict_lines(const RunResult& run);

@@ -2,8 +2,8 @@
 // (step_traffic). Pure arithmetic on the configuration.
 #include <algorithm>
 
-#include "step/decoder_math.hpp"
-#include "step/partitioned_step.hpp"
+#include "step/decoder/decoder_math.hpp"
+#include "step/ranks/partitioned_step.hpp"
 #include "step/schedule_case.hpp"
 #include "step/step_internal.hpp"
 #include "zob/errors.hpp"

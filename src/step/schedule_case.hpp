@@ -35,7 +35,7 @@ class ScheduleCase {
   // How it runs: one arm on one rank (final_master, if given, receives the fp32 master).
   virtual ArmResult run(const RunConfig& config, Arm arm, Device& device,
                         std::vector<float>* final_master) const = 0;
-  // One arm as rank comm.rank() of comm.size() (run_partitioned_arm, partitioned_step.hpp).
+  // One arm as rank comm.rank() of comm.size() (run_partitioned_arm, ranks/partitioned_step.hpp).
   // `knobs`: DeepSpeed's ZeRO-3 settings for the case that replays it (null: its defaults).
   virtual ArmResult run_rank(const RunConfig& config, Arm arm, Device& device, Collectives& comm,
                              Collectives& data, std::vector<float>* final_shard,

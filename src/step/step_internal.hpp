@@ -42,7 +42,7 @@ struct DeviceSizes {
   // --model: the decoder's saved activations and scratch (decoder_math.hpp); pre, act and
   // grad_ffn are the synthetic model's and 0 then.
   std::uint64_t decoder = 0;
-  // --schedule deepspeed with N > 1 ranks: DsRankBuffers (deepspeed_runner.hpp).
+  // --schedule deepspeed with N > 1 ranks: DsRankBuffers (deepspeed/deepspeed_runner.hpp).
   std::uint64_t deepspeed_ranks = 0;
 
   std::uint64_t total() const {
@@ -73,10 +73,6 @@ DeviceSizes device_sizes(const RunConfig& config, const ModelLayout& layout, int
 // forward, every module but the head (still resident from forward) again in backward.
 std::int64_t fetched_elements(const ModelLayout& layout);
 
-// The layout of a rank's arrays: module j's shard at its ShardLayout offset (N = 1: the
-// model's own layout).
-ModelLayout shard_layout_of(const ModelLayout& layout, const ShardLayout& shards);
-
 // The bytes one step moves through host memory, from its phases (StepBound::host_bytes).
 std::uint64_t host_memory_bytes(const StepSample& s);
 // The lower bound of the arm's step (StepBound, result.hpp) from its timed steps' link and
@@ -88,36 +84,13 @@ StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links
 // run_arm that also hands back the final fp32 master (for the tests' element-wise checks).
 ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
                           std::vector<float>* final_master);
-// The same for --schedule deepspeed (deepspeed_step.cpp); `knobs` (DeepSpeed's ZeRO-3 settings)
-// default to DeepSpeed's defaults, the tests shrink them to reach every rule on a tiny model.
+// The same for --schedule deepspeed (deepspeed/deepspeed_step.cpp); `knobs` (DeepSpeed's ZeRO-3
+// settings) default to DeepSpeed's defaults, the tests shrink them to reach every rule on a tiny
+// model.
 struct DeepSpeedKnobs;
 ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
                             std::vector<float>* final_master);
 ArmResult run_deepspeed_arm(const RunConfig& config, Arm arm, Device& device,
                             std::vector<float>* final_master, const DeepSpeedKnobs& knobs);
-
-// Copies [begin, end) of the fp32 master back to the device's bf16 parameters in pieces of
-// chunk_elems through one fp32 temporary (docs/anatomy.md §3.1): the next piece's
-// copy waits for the previous piece's cast; the host waits once, at the end. Piece p records
-// events[k][first_piece + p] (k: copy start, copy end, cast start, cast end).
-struct CopyBackEvents {
-  const Events* copy_start;
-  const Events* copy_end;
-  const Events* cast_start;
-  const Events* cast_end;
-};
-// One piece of it: [begin, begin + len) through `temp`, whose copy waits for temp_free (the
-// cast that last read temp; null: none). The one copy-back of every schedule.
-void enqueue_copy_back_piece(Device& dev, const float* master, bf16* device_params, float* temp,
-                             std::int64_t begin, std::int64_t len, std::int64_t piece,
-                             const CopyBackEvents& events, DeviceEvent* temp_free);
-// stock and overlap: one piece of the bf16 parameters Adam + cast wrote on the host, copied
-// into the device's parameters on the h2d queue between events copy_start/copy_end[piece].
-void enqueue_bf16_copy_back_piece(Device& dev, const bf16* host_params, bf16* device_params,
-                                  std::int64_t begin, std::int64_t len, std::int64_t piece,
-                                  const Events& copy_start, const Events& copy_end);
-void copy_back_range(Device& dev, const float* master, bf16* device_params, float* temp,
-                     std::int64_t begin, std::int64_t end, std::int64_t chunk_elems,
-                     std::int64_t first_piece, const CopyBackEvents& events);
 
 }  // namespace zob::step_detail

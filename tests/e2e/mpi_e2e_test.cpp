@@ -141,7 +141,7 @@ std::vector<std::string> csv_row_names(const std::string& path) {
   return out;
 }
 
-// Both launchers hand their result to one reporting call (src/report/reporter.hpp): the same
+// Both launchers hand their result to one reporting call (src/report/publish.hpp): the same
 // files, announced in the same order, with the same rows.
 TEST_F(MpiE2E, WritesEveryFileTheForkLauncherWritesInTheSameOrder) {
   const auto outputs = [](const std::string& prefix) {

@@ -1,5 +1,5 @@
 // zob_gpu_eager_bench [MODEL [BATCH [SEQ]]]: the device time of the deepspeed schedule's eager
-// decoder (src/step/eager_decoder.hpp), part by part and kernel by kernel, beside the fused
+// decoder (src/step/decoder/eager_decoder.hpp), part by part and kernel by kernel, beside the fused
 // kernels that stock and overlap run for the same part, on the model's real shapes (default
 // Llama-3.2-3B, batch 4, seq 512). Every part is timed with device events around it, 3 warm-up
 // runs then the median of 20; each kernel of a part with an event before and after it (one
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_device.hpp"
-#include "step/eager_decoder.hpp"
+#include "step/decoder/eager_decoder.hpp"
 #include "zob/errors.hpp"
 #include "zob/forwarding_device.hpp"
 #include "zob/model.hpp"

@@ -12,7 +12,7 @@
 #include "backends/cuda/cuda_kernels.hpp"
 #include "collectives/reduce.hpp"
 #include "gpu_test_util.hpp"
-#include "step/partitioned_step.hpp"
+#include "step/ranks/partitioned_step.hpp"
 #include "step/step_internal.hpp"
 #include "zob/collectives.hpp"
 #include "zob/step.hpp"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
-#include "step/module_math.hpp"
+#include "step/decoder/module_math.hpp"
 #include "zob/bf16.hpp"
 #include "zob/model.hpp"
 

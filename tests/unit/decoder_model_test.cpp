@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
-#include "step/deepspeed_plan.hpp"
-#include "step/module_math.hpp"
+#include "step/decoder/module_math.hpp"
+#include "step/deepspeed/deepspeed_plan.hpp"
 #include "zob/bf16.hpp"
 #include "zob/errors.hpp"
 #include "zob/model.hpp"

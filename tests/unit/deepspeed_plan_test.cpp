@@ -10,7 +10,7 @@
 #include <set>
 
 #include "small_model_config.hpp"
-#include "step/deepspeed_plan.hpp"
+#include "step/deepspeed/deepspeed_plan.hpp"
 #include "zob/model.hpp"
 
 namespace zob::step_detail {

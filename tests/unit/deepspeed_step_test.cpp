@@ -9,7 +9,7 @@
 
 #include "backends/cpu/cpu_device.hpp"
 #include "small_model_config.hpp"
-#include "step/deepspeed_plan.hpp"
+#include "step/deepspeed/deepspeed_plan.hpp"
 #include "step/step_internal.hpp"
 #include "zob/model.hpp"
 #include "zob/step.hpp"

@@ -6,7 +6,7 @@
 // same through the Device in real CPU-device runs.
 #include <gtest/gtest.h>
 
-#include "step/eager_decoder.hpp"
+#include "step/decoder/eager_decoder.hpp"
 #include "zob/model.hpp"
 
 namespace zob::step_detail {

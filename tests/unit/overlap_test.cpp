@@ -15,8 +15,8 @@
 
 #include "backends/cpu/cpu_device.hpp"
 #include "small_model_config.hpp"
-#include "step/overlap.hpp"
 #include "step/step_internal.hpp"
+#include "step/whatif/overlap.hpp"
 #include "zob/cpu_affinity.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/model.hpp"

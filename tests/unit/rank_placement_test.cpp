@@ -13,7 +13,7 @@
 
 #include "cli/cli.hpp"
 #include "collectives/shm_collectives.hpp"
-#include "step/rank_placement.hpp"
+#include "step/ranks/rank_placement.hpp"
 #include "zob/cpu_affinity.hpp"
 #include "zob/errors.hpp"
 

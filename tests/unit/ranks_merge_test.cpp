@@ -6,9 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "driver/rank_body.hpp"
 #include "driver/ranks.hpp"
 #include "report/json_util.hpp"
-#include "step/partitioned_step.hpp"
+#include "step/ranks/partitioned_step.hpp"
 #include "zob/model.hpp"
 #include "zob/result.hpp"
 

@@ -1,4 +1,4 @@
-// The reporters (src/report/reporter.hpp): publish_run, the one reporting call of both
+// The reporters (src/report/reporter.hpp, publish.hpp): publish_run, the one reporting call of both
 // launchers, prints every stdout section and writes every file, each file on its own.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <string>
 
 #include "report/details.hpp"
+#include "report/publish.hpp"
 #include "report/report.hpp"
-#include "report/reporter.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "step/deepspeed_plan.hpp"
+#include "step/deepspeed/deepspeed_plan.hpp"
 #include "zob/config.hpp"
 
 namespace zob::test {

@@ -1,7 +1,7 @@
 // DeepSpeed 0.19.8's ZeRO-3 fetch / release / gradient-bucket bookkeeping for one steady-state
 // step (the trace is complete: DeepSpeed records it in its first two steps, which the warmup
 // covers). See deepspeed_plan.hpp for what is reproduced and where it comes from.
-#include "step/deepspeed_plan.hpp"
+#include "step/deepspeed/deepspeed_plan.hpp"
 
 #include <algorithm>
 #include <deque>

@@ -1,10 +1,10 @@
 // --schedule stock: the algorithm's operations and nothing else (docs/anatomy.md §3): every
 // gradient lands, then per sub-group CPU Adam fused with the cast to bf16 and its way back to
 // the device. The what-if without a framework's choices.
-#include "step/arm_runner.hpp"
-#include "step/arm_runner_common.hpp"
-#include "step/rank_arm.hpp"
+#include "step/arm_harness.hpp"
+#include "step/ranks/rank_arm.hpp"
 #include "step/schedule_case.hpp"
+#include "step/whatif/arm_runner.hpp"
 
 namespace zob::step_detail {
 

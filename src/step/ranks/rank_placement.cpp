@@ -1,5 +1,5 @@
 // Rank placement of the Adam threads (rank_placement.hpp).
-#include "step/rank_placement.hpp"
+#include "step/ranks/rank_placement.hpp"
 
 #include <unistd.h>
 #include <algorithm>

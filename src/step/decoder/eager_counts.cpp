@@ -1,11 +1,10 @@
-// The eager decoder's Device calls per module (eager_op_counts), whether a run uses it, and the
-// plan's statement of them: arithmetic on the RunConfig alone, in a file of its own so that the
-// reports (DRIVERRESULT's device_ops_plan) and the fuzz target that builds them link no device
-// code.
+// The eager decoder's Device calls per module (eager_op_counts) and whether a run uses it:
+// arithmetic on the RunConfig alone, in a file of its own so that the reports (DRIVERRESULT's
+// device_ops_plan, through decoder_plan.cpp) and the fuzz target that builds them link no
+// device code.
 #include <optional>
 
-#include "step/eager_decoder.hpp"
-#include "zob/step.hpp"
+#include "step/decoder/eager_decoder.hpp"
 
 namespace zob::step_detail {
 namespace {
@@ -36,30 +35,7 @@ EagerOpCounts eager_op_counts(const RunConfig& c) {
 }
 
 bool uses_eager_decoder(const RunConfig& config) {
-  return config.decoder != DecoderKernels::fused && config.schedule == Schedule::deepspeed &&
-         config.model.decoder();
+  return config.decoder != DecoderKernels::fused && eager_decoder_applies(config);
 }
 
 }  // namespace zob::step_detail
-
-namespace zob {
-
-const char* decoder_kernels_used(const RunConfig& config) {
-  if (!config.model.decoder()) return nullptr;
-  return step_detail::uses_eager_decoder(config) ? "eager" : "fused";
-}
-
-std::optional<PlannedDeviceOps> planned_device_ops(const RunConfig& config) {
-  if (!step_detail::uses_eager_decoder(config)) return std::nullopt;
-  const step_detail::EagerOpCounts n = step_detail::eager_op_counts(config);
-  PlannedDeviceOps p;
-  p.embedding[0] = n.embedding_forward;
-  p.embedding[1] = n.embedding_backward;
-  p.layer[0] = n.layer_forward;
-  p.layer[1] = n.layer_backward;
-  p.head[0] = n.head_forward;
-  p.head[1] = n.head_backward;
-  return p;
-}
-
-}  // namespace zob

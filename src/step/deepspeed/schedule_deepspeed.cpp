@@ -5,9 +5,9 @@
 // gradient partition on the host.
 #include <algorithm>
 
-#include "step/arm_runner_common.hpp"
-#include "step/deepspeed_runner.hpp"
-#include "step/rank_arm.hpp"
+#include "step/arm_harness.hpp"
+#include "step/deepspeed/deepspeed_runner.hpp"
+#include "step/ranks/rank_arm.hpp"
 #include "step/schedule_case.hpp"
 
 namespace zob::step_detail {

@@ -11,12 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "step/arm_runner.hpp"
-#include "step/arm_runner_common.hpp"
-#include "step/counting_device.hpp"
-#include "step/deepspeed_plan.hpp"
+#include "step/arm_harness.hpp"
+#include "step/decoder/module_math.hpp"
+#include "step/deepspeed/counting_device.hpp"
+#include "step/deepspeed/deepspeed_plan.hpp"
 #include "step/device_buffer.hpp"
-#include "step/module_math.hpp"
 #include "step/step_internal.hpp"
 #include "zob/clock.hpp"
 #include "zob/collectives.hpp"
@@ -201,7 +200,7 @@ class DeepSpeedRunner {
   float loss_host_ = 0, norm_host_ = 0;
   StepLinkTimes link_;
   Phase phase_ = Phase::forward;   // set through PhaseScope
-  ArmMemoryProbe probe_;           // the bound's host-memory rate (arm_runner_common.hpp)
+  ArmMemoryProbe probe_;           // the bound's host-memory rate (arm_harness.hpp)
   DrainQueuesOnExit drain_{dev_};  // last: destroyed first
 };
 

@@ -16,12 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "step/arm_runner_common.hpp"
-#include "step/deepspeed_plan.hpp"
-#include "step/deepspeed_runner.hpp"
+#include "step/arm_harness.hpp"
+#include "step/copy_back.hpp"
+#include "step/decoder/eager_decoder.hpp"
+#include "step/decoder/module_math.hpp"
+#include "step/deepspeed/deepspeed_plan.hpp"
+#include "step/deepspeed/deepspeed_runner.hpp"
 #include "step/device_buffer.hpp"
-#include "step/eager_decoder.hpp"
-#include "step/module_math.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
 #include "zob/clock.hpp"

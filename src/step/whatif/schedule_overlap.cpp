@@ -2,10 +2,10 @@
 // Adam of piece i+1 (overlap.hpp). The what-if of overlapping the optimizer with the copies.
 // Its Adam is fused with the cast to bf16 and the copy-back copies those bf16
 // (plan_bf16_copy_back).
-#include "step/arm_runner.hpp"
-#include "step/arm_runner_common.hpp"
-#include "step/rank_arm.hpp"
+#include "step/arm_harness.hpp"
+#include "step/ranks/rank_arm.hpp"
 #include "step/schedule_case.hpp"
+#include "step/whatif/arm_runner.hpp"
 
 namespace zob::step_detail {
 

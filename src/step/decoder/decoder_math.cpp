@@ -7,7 +7,7 @@
 // script's loss with --model (engine(ids).logits.sum()).
 // --schedule deepspeed runs RMSNorm, SiLU-and-mul, rotary and GQA's copies as eager PyTorch's
 // kernels instead (eager_decoder.hpp); its bf16 roundings differ from the fused kernels' one.
-#include "step/decoder_math.hpp"
+#include "step/decoder/decoder_math.hpp"
 
 #include <cmath>
 #include <stdexcept>

@@ -38,6 +38,7 @@ struct ShardLayout {
 // carries host memory (the step barrier, the loss, failures); `data` the device's memory (parameter
 // all-gathers, gradient reduce-scatters). The first form is for a device whose memory is host
 // memory (the CPU device): one communicator does both.
+// (Defined with the schedules' table, schedules.cpp: the rank goes to its schedule's case.)
 ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device, Collectives& comm,
                               std::vector<float>* final_shard = nullptr);
 // `knobs` (--schedule deepspeed only): DeepSpeed's ZeRO-3 settings, its defaults if null (the
@@ -45,5 +46,11 @@ ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device, 
 ArmResult run_partitioned_arm(const RunConfig& config, Arm arm, Device& device, Collectives& comm,
                               Collectives& data, std::vector<float>* final_shard = nullptr,
                               const step_detail::DeepSpeedKnobs* knobs = nullptr);
+
+namespace step_detail {
+// The layout of a rank's arrays: module j's shard at its ShardLayout offset (N = 1: the
+// model's own layout).
+ModelLayout shard_layout_of(const ModelLayout& layout, const ShardLayout& shards);
+}  // namespace step_detail
 
 }  // namespace zob

@@ -1,7 +1,7 @@
 // The decoder's modules as eager PyTorch launches them (eager_decoder.hpp). Each Device call
 // below is one kernel of the eager trace (eager-kernels.md's per-op tables), in its order,
 // with its shapes and dtypes; the comments name the aten op or autograd node it stands for.
-#include "step/eager_decoder.hpp"
+#include "step/decoder/eager_decoder.hpp"
 
 #include <cmath>
 #include <initializer_list>

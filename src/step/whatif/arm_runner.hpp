@@ -12,11 +12,11 @@
 #include <memory>
 #include <vector>
 
-#include "step/arm_runner_common.hpp"
+#include "step/arm_harness.hpp"
+#include "step/decoder/module_math.hpp"
 #include "step/device_buffer.hpp"
-#include "step/module_math.hpp"
-#include "step/overlap.hpp"
-#include "step/partitioned_step.hpp"
+#include "step/ranks/partitioned_step.hpp"
+#include "step/whatif/overlap.hpp"
 #include "zob/clock.hpp"
 #include "zob/collectives.hpp"
 #include "zob/config.hpp"
@@ -27,14 +27,6 @@
 #include "zob/thread_pool.hpp"
 
 namespace zob::step_detail {
-
-// The communicators of a rank: `host` over host memory (the step barrier, the loss, the
-// Adam placement), `data` over the device's memory (all-gathers, reduce-scatters). Null: the
-// single-rank identity.
-struct RankComms {
-  Collectives* host = nullptr;
-  Collectives* data = nullptr;
-};
 
 // When Adam runs, as the schedule's case chooses: once every gradient has landed (stock), or
 // per piece as its gradients land, overlapped with the copy-back (overlap).
@@ -129,7 +121,7 @@ class ArmRunner {
   std::unique_ptr<OverlapSchedule> overlap_;  // --schedule overlap
   StepLinkTimes link_;
   Phase phase_ = Phase::forward;  // set through PhaseScope
-  ArmMemoryProbe probe_;          // the bound's host-memory rate (arm_runner_common.hpp)
+  ArmMemoryProbe probe_;          // the bound's host-memory rate (arm_harness.hpp)
 
   HostBuffer master_, grads_, exp_avg_, exp_avg_sq_, pbf16_;
 

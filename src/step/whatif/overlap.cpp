@@ -1,10 +1,11 @@
 // The optimizer phase of --schedule overlap (see overlap.hpp for the order and why it is
 // bitwise equal to stock).
-#include "step/overlap.hpp"
+#include "step/whatif/overlap.hpp"
 
 #include <algorithm>
 #include <string>
 
+#include "step/copy_back.hpp"
 #include "step/step_internal.hpp"
 #include "zob/clock.hpp"
 #include "zob/errors.hpp"

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "step/decoder/eager_decoder.hpp"
 #include "step/device_buffer.hpp"
-#include "step/eager_decoder.hpp"
 #include "zob/config.hpp"
 #include "zob/device.hpp"
 #include "zob/model.hpp"

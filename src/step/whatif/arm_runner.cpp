@@ -17,10 +17,11 @@
 #include <vector>
 
 #include "step/arm_result_fill.hpp"
-#include "step/arm_runner.hpp"
-#include "step/rank_placement.hpp"
+#include "step/copy_back.hpp"
+#include "step/ranks/rank_placement.hpp"
 #include "step/schedule_case.hpp"
 #include "step/step_internal.hpp"
+#include "step/whatif/arm_runner.hpp"
 #include "zob/adam.hpp"
 #include "zob/clock.hpp"
 #include "zob/cpu_affinity.hpp"
@@ -33,16 +34,6 @@
 
 namespace zob {
 namespace step_detail {
-
-ModelLayout shard_layout_of(const ModelLayout& layout, const ShardLayout& shards) {
-  ModelLayout s = layout;
-  for (std::size_t m = 0; m < s.modules.size(); ++m) {
-    s.modules[m].offset = shards.offset[m];
-    s.modules[m].count = shards.shard[m];
-  }
-  s.total = shards.total;
-  return s;
-}
 
 ArmRunner::ArmRunner(const RunConfig& config, Arm arm, Device& dev, AdamOrder order,
                      RankComms comms)
@@ -417,95 +408,5 @@ void ArmRunner::optimizer_stock(int t, Clock::time_point t0, StepSample& s, Step
   }
 }
 
-ArmResult run_arm_capture(const RunConfig& config, Arm arm, Device& device,
-                          std::vector<float>* final_master) {
-  return schedule_case(config.schedule).run(config, arm, device, final_master);
-}
-
-void check_step_config(const RunConfig& c, const char* who) {
-  if (c.batch <= 0 || c.seq <= 0 || c.chunk_elems <= 0 || c.sub_group_size <= 0 || c.steps < 0 ||
-      c.warmup < 0) {
-    throw UsageError(std::string(who) +
-                     ": batch, seq, chunk_elems and sub_group_size must be "
-                     "> 0 and steps, warmup >= 0");
-  }
-}
-
-std::vector<SubGroup> split_sub_groups(const RunConfig& c, std::int64_t params,
-                                       std::int64_t* pieces) {
-  check_step_config(c, "run_arm");
-  std::vector<SubGroup> groups;
-  *pieces = 0;
-  for (std::int64_t b = 0; b < params; b += c.sub_group_size) {
-    SubGroup sg{b, std::min(params, b + c.sub_group_size), *pieces};
-    *pieces += (sg.end - sg.begin + c.chunk_elems - 1) / c.chunk_elems;
-    groups.push_back(sg);
-  }
-  return groups;
-}
-
-void ArmMemoryProbe::start(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
-                           std::int64_t params, ThreadPool& pool, Collectives& comm) {
-  p_ = master;
-  g_ = grads;
-  m_ = exp_avg;
-  v_ = exp_avg_sq;
-  // 2^28 elements stream 4.3 GB per pass: many times a server's L3. At 2^26 (1.07 GB, until
-  // 2026-12-02) the H200 host's 300 MB L3 kept part of it: 152.5 GB/s median against 133.2 over
-  // the full arrays in the same process (results/h200/2026-12-02-host-memory), a bound the
-  // step's streams can never reach.
-  n_ = std::min<std::int64_t>(params, std::int64_t{1} << 28);
-  pool_ = &pool;
-  comm_ = &comm;
-  pass_s_.clear();
-  if (comm.size() > 1) comm.barrier();
-  memory_probe_pass_s(p_, g_, m_, v_, n_, pool);  // warm-up: pages, caches, thread wake-up
-  for (int i = 0; i < 5; ++i) pass_s_.push_back(memory_probe_pass_s(p_, g_, m_, v_, n_, pool));
-}
-
-void ArmMemoryProbe::pass() {
-  if (pool_ == nullptr) throw std::logic_error("ArmMemoryProbe::pass before start");
-  if (comm_->size() > 1) comm_->barrier();
-  pass_s_.push_back(memory_probe_pass_s(p_, g_, m_, v_, n_, *pool_));
-}
-
-double ArmMemoryProbe::gb_per_s() const {
-  return pass_s_.empty() ? 0 : static_cast<double>(n_) * 28.0 / median(pass_s_) / 1e9;
-}
-
-std::unique_ptr<ThreadPool> make_rank_pool(const RunConfig& c, Arm arm, const Device& dev,
-                                           Collectives& comm, ThreadPlacement* placement) {
-  if (comm.size() == 1) return make_arm_pool(c, arm, dev, placement);
-  const RankAdamPlacement adam = place_rank_adam_threads(c, arm, dev.info(), comm);
-  *placement = adam.placement;
-  return std::make_unique<ThreadPool>(adam.threads, placement->cpus);
-}
-
-float group_loss(Collectives& comm, float local_loss) {
-  if (comm.size() == 1) return local_loss;
-  std::vector<float> losses(static_cast<std::size_t>(comm.size()));
-  comm.all_gather(&local_loss, losses.data(), sizeof(float));
-  float loss = losses[0];
-  for (std::size_t r = 1; r < losses.size(); ++r) loss += losses[r];
-  return loss;
-}
-
-std::unique_ptr<ThreadPool> make_arm_pool(const RunConfig& c, Arm arm, const Device& dev,
-                                          ThreadPlacement* placement) {
-  const int threads = c.threads > 0 ? c.threads : available_cpus();
-  std::string notice;
-  *placement = choose_placement(c.cpu_affinity, threads, dev.info(), allowed_cpu_list(), &notice);
-  if (!notice.empty()) std::fprintf(stderr, "[%s] notice: %s\n", to_string(arm), notice.c_str());
-  std::fprintf(stderr, "[%s] Adam threads: %d, placement %s%s%s\n", to_string(arm), threads,
-               placement->policy.c_str(), placement->cpus.empty() ? "" : ", CPUs ",
-               format_cpu_list(placement->cpus).c_str());
-  return std::make_unique<ThreadPool>(threads, placement->cpus);
-}
-
 }  // namespace step_detail
-
-ArmResult run_arm(const RunConfig& config, Arm arm, Device& device) {
-  return step_detail::run_arm_capture(config, arm, device, nullptr);
-}
-
 }  // namespace zob

@@ -7,7 +7,7 @@
 #include <functional>
 #include <memory>
 
-#include "step/decoder_math.hpp"
+#include "step/decoder/decoder_math.hpp"
 #include "step/device_buffer.hpp"
 #include "zob/config.hpp"
 #include "zob/device.hpp"

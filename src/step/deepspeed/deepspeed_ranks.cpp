@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "step/deepspeed_runner.hpp"
-#include "step/partitioned_step.hpp"
+#include "step/deepspeed/deepspeed_runner.hpp"
+#include "step/ranks/partitioned_step.hpp"
 
 namespace zob::step_detail {
 

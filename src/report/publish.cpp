@@ -1,4 +1,4 @@
-#include "report/reporter.hpp"
+#include "report/publish.hpp"
 
 #include <fmt/format.h>
 #include <cstdio>

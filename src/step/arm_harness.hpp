@@ -1,5 +1,5 @@
-// Internal to src/step: what every single-rank arm runner (the stock/overlap ArmRunner of
-// step.cpp, the DeepSpeedRunner of deepspeed_step.cpp) does alike: split the parameters into
+// Internal to src/step: what every arm runner (the what-if ArmRunner of whatif/, the
+// DeepSpeedRunner of deepspeed/) does alike: take a rank's communicators: split the parameters into
 // sub-groups and copy-back pieces, build the Adam thread pool on its placement, and turn a
 // runner's steps into an ArmResult.
 #pragma once
@@ -19,6 +19,14 @@
 #include "zob/thread_pool.hpp"
 
 namespace zob::step_detail {
+
+// The communicators of a rank: `host` over host memory (the step barrier, the loss, the
+// Adam placement), `data` over the device's memory (all-gathers, reduce-scatters). Null: the
+// single-rank identity.
+struct RankComms {
+  Collectives* host = nullptr;
+  Collectives* data = nullptr;
+};
 
 // Every queue idle before device or host memory goes away (registered memory above all): a
 // throw in the middle of a step leaves work in flight. A runner declares it as its last
@@ -64,7 +72,7 @@ std::unique_ptr<ThreadPool> make_rank_pool(const RunConfig& c, Arm arm, const De
 float group_loss(Collectives& comm, float local_loss);
 
 // The same-run memory probe of an arm's bound (docs/schedules.md "Bounds"): Adam's shape over
-// the arm's own optimizer buffers (at most 2^28 elements: see step.cpp), which it leaves
+// the arm's own optimizer buffers (at most 2^28 elements: see arm_harness.cpp), which it leaves
 // bitwise as they were. start() takes 5 passes after a warm-up, before the steps; pass() one
 // more, after each timed step, outside its time. The ranks of comm probe together (a barrier
 // before each pass), so the bound can take the host's bandwidth as the sum of theirs. gb_per_s() is

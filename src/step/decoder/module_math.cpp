@@ -1,4 +1,4 @@
-#include "step/module_math.hpp"
+#include "step/decoder/module_math.hpp"
 
 #include <algorithm>
 #include <vector>

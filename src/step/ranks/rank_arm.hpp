@@ -1,5 +1,5 @@
 // Internal to src/step: one rank's arm with any runner of the step (run_arm_with's
-// counterpart for rank comm.rank() of comm.size(), arm_runner_common.hpp): setup, the timed
+// counterpart for rank comm.rank() of comm.size(), arm_harness.hpp): setup, the timed
 // steps, the bound, the checksum; a failure aborts the peers, so none waits on this rank.
 //
 // Two communicators: `comm` (host memory: the step barrier, the loss, failures) and `data`
