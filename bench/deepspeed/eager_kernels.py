@@ -252,7 +252,7 @@ def _conditional_calls(body):
 
 def tool_calls(repo):
     """The tool's Device calls per decoder layer and outside the layers (embedding, head)."""
-    with open(os.path.join(repo, "src", "step", "decoder_math.cpp")) as fh:
+    with open(os.path.join(repo, "src", "step", "decoder", "decoder_math.cpp")) as fh:
         src = fh.read()
     parts = {"forward": ["layer_forward"], "backward": ["layer_backward", "attention_backward"],
              "outside forward": ["forward", "head_forward"], "outside backward": ["backward", "head_backward"]}

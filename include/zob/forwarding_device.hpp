@@ -1,6 +1,6 @@
 // A Device that forwards every call to another and first names the member being called to
 // before(): the one list of the Device members for wrappers that watch the calls (the deepspeed
-// schedule's per-module counts, step/counting_device.hpp; the test-only faults,
+// schedule's per-module counts, step/deepspeed/counting_device.hpp; the test-only faults,
 // driver/fault_device.hpp). A member added to Device is added here once, and every wrapper
 // forwards it. before() is called for every member that issues, orders or waits for work, or
 // allocates device memory; not for queries (info, memory_in_use, elapsed_seconds, ...), events'

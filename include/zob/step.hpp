@@ -70,7 +70,7 @@ struct StepTraffic {
 StepTraffic step_traffic(const RunConfig& config);
 
 // --schedule deepspeed with --model: the Device calls one module of each kind makes per step,
-// [forward, backward] (the decoder as eager PyTorch launches it, src/step/eager_decoder.hpp);
+// [forward, backward] (the decoder as eager PyTorch launches it, src/step/decoder/eager_decoder.hpp);
 // what DRIVERRESULT's device_ops_plan states and each arm's device_ops counts. nullopt for the
 // other schedules and the synthetic model.
 struct PlannedDeviceOps {
