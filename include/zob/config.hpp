@@ -133,8 +133,11 @@ struct RunConfig {
   std::string plot_path;        // --plot FILE (.svg / .png): the chart of the run; empty: none
   std::string csv_path;         // --csv FILE: phases and step times for spreadsheets; empty: none
   bool skip_preflight = false;  // --skip-preflight
+  // --device-memory: the most device memory one rank's arm may reserve (its caching pool's
+  // segments), as a device of that size would allow; 0 = the device's own memory.
+  std::uint64_t device_memory_bytes = 0;
   // --decoder: which kernels a --model decoder launches. auto: eager PyTorch's kernel sequence
-  // per module (src/step/eager_decoder.hpp) under --schedule deepspeed, which reproduces what
+  // per module (src/step/decoder/eager_decoder.hpp) under --schedule deepspeed, which reproduces what
   // DeepSpeed runs; the fused kernels under stock and overlap, which are the what-ifs. eager is
   // refused elsewhere; fused is the fewer-launch what-if under deepspeed too.
   DecoderKernels decoder = DecoderKernels::automatic;

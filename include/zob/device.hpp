@@ -247,6 +247,13 @@ class Device {
   virtual void record(DeviceEvent& event, Queue q) = 0;
   virtual void queue_wait(Queue q, DeviceEvent& event) = 0;  // q waits for event
   virtual void event_synchronize(DeviceEvent& event) = 0;    // the host waits
+  // Whether the work before a recorded event has completed, without waiting (cudaEventQuery):
+  // the caching pool (src/step/caching_pool.hpp) reuses a freed block only then, as PyTorch
+  // does. The default, "not known", keeps such blocks until the pool must wait for them.
+  virtual bool event_done(DeviceEvent& event) {
+    (void)event;
+    return false;
+  }
   // Device time between two completed events, in seconds.
   virtual double elapsed_seconds(DeviceEvent& start, DeviceEvent& end) = 0;
   virtual void synchronize() = 0;  // the host waits for every queue

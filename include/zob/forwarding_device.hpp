@@ -61,6 +61,7 @@ class ForwardingDevice : public Device {
     before("event_synchronize");
     inner_->event_synchronize(event);
   }
+  bool event_done(DeviceEvent& event) override { return inner_->event_done(event); }
   double elapsed_seconds(DeviceEvent& start, DeviceEvent& end) override {
     return inner_->elapsed_seconds(start, end);
   }

@@ -165,6 +165,10 @@ struct ArmResult {
   int steps = 0, warmup = 0;
   double step_avg_s = 0, step_min_s = 0;
   double gpu_peak_gb = 0;  // device memory high-water mark, 1e9 bytes
+  // --schedule deepspeed: the caching pool's reserved high-water mark (segments taken from the
+  // device; torch.cuda.max_memory_reserved), 1e9 bytes; gpu_peak_gb is then its allocated
+  // bytes (torch.cuda.max_memory_allocated). 0 where the arm allocates without the pool.
+  double gpu_reserved_peak_gb = 0;
 
   // additions
   DeviceInfo device_info;

@@ -35,6 +35,7 @@ inline constexpr std::int64_t elems = std::int64_t{1} << 50;
 inline constexpr double timeout_s = 1e7;
 inline constexpr std::int64_t gpus = 64;  // the shared-memory collectives' rank limit
 inline constexpr std::int64_t repeats = 10'000;
+inline constexpr double device_memory_bytes = 1e15;  // --device-memory: 1 PB
 }  // namespace limits
 
 enum class FlagKind {
@@ -98,6 +99,10 @@ std::int64_t parse_integer_flag(const std::string& flag, const std::string& text
 std::uint64_t parse_unsigned_flag(const std::string& flag, const std::string& text);
 double parse_seconds_flag(const std::string& flag, const std::string& text, double max,
                           const char* zero_means = "no limit");
+// A size in bytes: "24GB" (10^9), "24GiB" (2^30), "512MB", "80G" (= GB), "1.5TB", "4096" (bytes);
+// 0 means `zero_means`. UsageError naming the flag and the forms otherwise.
+std::uint64_t parse_bytes_flag(const std::string& flag, const std::string& text,
+                               const char* zero_means);
 // "a,b,c" of whole numbers, each in [min, max] and given once.
 std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text,
                                              std::int64_t min, std::int64_t max);

@@ -70,6 +70,35 @@ double parse_seconds_flag(const std::string& flag, const std::string& text, doub
   return v;
 }
 
+std::uint64_t parse_bytes_flag(const std::string& flag, const std::string& text,
+                               const char* zero_means) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},        {"B", 1},         {"KB", 1e3},      {"MB", 1e6},       {"GB", 1e9},
+      {"TB", 1e12},   {"K", 1e3},       {"M", 1e6},       {"G", 1e9},        {"T", 1e12},
+      {"KiB", 1024.}, {"MiB", 1048576.}, {"GiB", 1073741824.}, {"TiB", 1099511627776.}};
+  const auto fail = [&] {
+    return UsageError(fmt::format(
+        "{} '{}' is not a size; give e.g. 24GB (10^9 bytes), 24GiB (2^30), 512MB or a number of "
+        "bytes (0 = {})",
+        flag, text, zero_means));
+  };
+  const std::size_t split = text.find_first_not_of("0123456789.");
+  const std::string number = text.substr(0, split);
+  const std::string unit = split == std::string::npos ? "" : text.substr(split);
+  if (number.empty() || number.find('.') != number.rfind('.')) throw fail();
+  double scale = 0;
+  for (const auto& [name, factor] : kUnits) {
+    if (unit == name) scale = factor;
+  }
+  if (scale == 0) throw fail();
+  const double bytes = std::strtod(number.c_str(), nullptr) * scale;
+  if (!std::isfinite(bytes) || bytes > limits::device_memory_bytes) {
+    throw UsageError(fmt::format("{} {} is out of range; give 0 ({}) to 1PB", flag, text,
+                                 zero_means));
+  }
+  return static_cast<std::uint64_t>(bytes);
+}
+
 std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text,
                                              std::int64_t min, std::int64_t max) {
   std::vector<std::int64_t> out;

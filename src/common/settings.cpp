@@ -428,6 +428,16 @@ std::vector<Setting> declare_outputs() {
                  [](RunConfig& c, const std::string& text) {
                    c.decoder = parse_decoder_kernels(text);
                  }),
+      Decl(member(&RunConfig::device_memory_bytes, "device_memory_bytes"))
+          .value("--device-memory", "SIZE",
+                 "the device memory one rank may use, e.g. 24GB or 80GiB: the dry run, the "
+                 "pre-flight and the arms' caching pool hold to it, to ask about a GPU you do "
+                 "not have; 0 = the device's own",
+                 [](RunConfig& c, const std::string& text) {
+                   c.device_memory_bytes =
+                       parse_bytes_flag("--device-memory", text, "the device's own");
+                 })
+          .workload(),
       Decl(member(&RunConfig::skip_preflight, "skip_preflight"))
           .toggle("--skip-preflight",
                   "skip the memory / memlock checks made before any arm starts"),

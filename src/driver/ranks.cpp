@@ -239,6 +239,7 @@ ArmResult merge_completed(const RunConfig& config, const std::vector<ArmResult>&
   for (std::size_t i = 0; i < results.size(); ++i) {
     sums.push_back(results[i].param_checksum);
     m.gpu_peak_gb = std::max(m.gpu_peak_gb, results[i].gpu_peak_gb);
+    m.gpu_reserved_peak_gb = std::max(m.gpu_reserved_peak_gb, results[i].gpu_reserved_peak_gb);
     // Another process on any rank's device shares the arm's time; the free memory is rank 0's
     // device's, compared with rank 0's in the other arms.
     m.device_other_processes =

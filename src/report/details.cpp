@@ -67,6 +67,7 @@ ArmResult combine_rounds(const std::vector<const ArmResult*>& runs) {
     out.samples.insert(out.samples.end(), r.samples.begin() + static_cast<std::ptrdiff_t>(from),
                        r.samples.end());
     out.gpu_peak_gb = std::max(out.gpu_peak_gb, r.gpu_peak_gb);
+    out.gpu_reserved_peak_gb = std::max(out.gpu_reserved_peak_gb, r.gpu_reserved_peak_gb);
     first = false;
   }
   const std::vector<double> timed = out.timed_step_s();

@@ -176,6 +176,7 @@ Json arm_object(const ArmResult& r, ArmDocument doc) {
   j["step_min_s"] = measured(r.step_min_s);
   j["gpu_peak_gb"] = measured(r.gpu_peak_gb);
   // additions
+  if (r.gpu_reserved_peak_gb > 0) j["gpu_reserved_peak_gb"] = r.gpu_reserved_peak_gb;
   // The exact count: params_b keeps the script's 3 decimals (0.0 for a small model).
   if (!pipe) j["params"] = r.params;
   j["arm"] = to_string(r.arm);
@@ -269,6 +270,7 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.step_avg_s = number_or_nan(j.at("step_avg_s"));
   r.step_min_s = number_or_nan(j.at("step_min_s"));
   r.gpu_peak_gb = number_or_nan(j.at("gpu_peak_gb"));
+  if (j.contains("gpu_reserved_peak_gb")) r.gpu_reserved_peak_gb = j.at("gpu_reserved_peak_gb").get<double>();
   r.device_info = j.at("device_info").get<DeviceInfo>();
   r.loop = j.at("loop").get<std::string>();
   r.samples.clear();

@@ -135,6 +135,7 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
   r.bound.probe_passes = runner.memory_probe().passes();
   if constexpr (requires { runner.device_ops(); }) r.device_ops = runner.device_ops();
   finish_arm_result(r, device, runner.master(), runner.total());
+  if constexpr (requires { runner.pool_peaks(); }) set_pool_peaks(r, runner.pool_peaks());
   if (final_master != nullptr)
     final_master->assign(runner.master(), runner.master() + runner.total());
   return r;

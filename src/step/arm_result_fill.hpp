@@ -70,6 +70,16 @@ class PhaseScope {
 void run_timed_steps(ArmResult& r, const RunConfig& config, const std::string& label,
                      const Phase& phase, const std::function<StepSample(int)>& run_step);
 
+// A runner that allocates through the caching pool (caching_pool.hpp): its high-water marks.
+struct PoolPeaks {
+  std::uint64_t allocated = 0, reserved = 0;
+};
+// gpu_peak_gb from the pool's allocated bytes (PyTorch's max_memory_allocated, DeepSpeed's
+// figure), gpu_reserved_peak_gb from its reserved ones.
+inline void set_pool_peaks(ArmResult& r, PoolPeaks p) {
+  r.gpu_peak_gb = static_cast<double>(p.allocated) / 1e9;
+  r.gpu_reserved_peak_gb = static_cast<double>(p.reserved) / 1e9;
+}
 // gpu_peak_gb, param_checksum of the final fp32 master (count elements) and ok.
 void finish_arm_result(ArmResult& r, const Device& device, const float* master, std::int64_t count);
 

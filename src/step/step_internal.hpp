@@ -31,11 +31,13 @@ struct DeviceSizes {
   std::uint64_t grad_ffn = 0;     // dact and dpre, each [T,4h] bf16
   std::uint64_t tokens = 0;       // ids + embedding-grad index (upper bound: T distinct ids)
   std::uint64_t loss = 0;         // one float
-  // --schedule deepspeed: every gradient stays on the device until its bucket is flushed
-  // (DeepSpeed's reduce bucket), and one tensor's bf16 / fp32 temporaries of the flush.
-  std::uint64_t grad_store = 0;
-  std::uint64_t flush_temp_bf16 = 0;
-  std::uint64_t flush_temp_f32 = 0;
+  // --schedule deepspeed (deepspeed/deepspeed_memory.hpp): the reduce bucket (bf16,
+  // reduce_bucket_size), the persistent tensors' slots and the blocks of modules made only of
+  // them, and the most one step allocates at once beyond the fixed buffers (fetched
+  // parameters, autograd's gradients, the flushes' temporaries), as the pool rounds them.
+  std::uint64_t reduce_bucket = 0;
+  std::uint64_t persistent = 0;
+  std::uint64_t deepspeed_step = 0;
   // --gpus N > 1 with --offload-param: the rank's shard of one module on its way from the
   // host to the all-gather (largest shard, bf16).
   std::uint64_t shard_stage = 0;
@@ -47,8 +49,8 @@ struct DeviceSizes {
 
   std::uint64_t total() const {
     return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + hidden +
-           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + grad_store +
-           flush_temp_bf16 + flush_temp_f32 + shard_stage + decoder + deepspeed_ranks;
+           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss +
+           reduce_bucket + persistent + deepspeed_step + shard_stage + decoder + deepspeed_ranks;
   }
 };
 

@@ -130,6 +130,7 @@ zob::RunConfig changed_config() {
   c.skip_preflight = true, c.compat = zob::Compat::v2, c.dry_run = true;
   c.ablate_register = true, c.decoder = zob::DecoderKernels::eager;
   c.deepspeed_step_s = 3.25, c.deepspeed_arm = zob::Arm::registered;
+  c.device_memory_bytes = 24'000'000'000;
   return c;
 }
 

@@ -218,6 +218,10 @@ void CpuDevice::event_synchronize(DeviceEvent& event) {
   }
 }
 
+bool CpuDevice::event_done(DeviceEvent& event) {
+  return as_cpu_event(event, "event_done").recorded;
+}
+
 double CpuDevice::elapsed_seconds(DeviceEvent& start, DeviceEvent& end) {
   auto& s = as_cpu_event(start, "elapsed_seconds");
   auto& e = as_cpu_event(end, "elapsed_seconds");

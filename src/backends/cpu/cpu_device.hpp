@@ -41,6 +41,7 @@ class CpuDevice : public Device {
   void record(DeviceEvent& event, Queue q) override;
   void queue_wait(Queue, DeviceEvent&) override {}
   void event_synchronize(DeviceEvent& event) override;
+  bool event_done(DeviceEvent& event) override;  // the CPU's queues run in order, at once
   double elapsed_seconds(DeviceEvent& start, DeviceEvent& end) override;
   void synchronize() override {}
 

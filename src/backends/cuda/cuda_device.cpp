@@ -372,6 +372,16 @@ void CudaDevice::event_synchronize(DeviceEvent& event) {
   check(cudaEventSynchronize(native(event)), "cudaEventSynchronize");
 }
 
+bool CudaDevice::event_done(DeviceEvent& event) {
+  const cudaError_t rc = cudaEventQuery(native(event));
+  if (rc == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // not an error: clear it so the next check does not see it
+    return false;
+  }
+  check(rc, "cudaEventQuery");
+  return true;
+}
+
 double CudaDevice::elapsed_seconds(DeviceEvent& start, DeviceEvent& end) {
   float ms = 0.0f;
   check(cudaEventElapsedTime(&ms, native(start), native(end)), "cudaEventElapsedTime");

@@ -45,6 +45,7 @@ class CudaDevice final : public Device {
   void record(DeviceEvent& event, Queue q) override;
   void queue_wait(Queue q, DeviceEvent& event) override;
   void event_synchronize(DeviceEvent& event) override;
+  bool event_done(DeviceEvent& event) override;
   double elapsed_seconds(DeviceEvent& start, DeviceEvent& end) override;
   void synchronize() override;
 

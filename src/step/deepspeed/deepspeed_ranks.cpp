@@ -56,6 +56,14 @@ std::int64_t DsPartitions::handle_elems(const std::vector<int>& ids) const {
   return n;
 }
 
+std::vector<std::int64_t> DsPartitions::rank_elems(const DeepSpeedPlan& plan) const {
+  std::vector<std::int64_t> out;
+  for (std::size_t id = 0; id < plan.tensors.size(); ++id) {
+    out.push_back(real(plan.tensors[id], static_cast<int>(id), rank));
+  }
+  return out;
+}
+
 DsRankBuffers ds_rank_buffers(const DeepSpeedPlan& plan, const DsPartitions& parts) {
   const auto N = static_cast<std::uint64_t>(parts.ranks);
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
@@ -80,10 +88,10 @@ DsRankBuffers ds_rank_buffers(const DeepSpeedPlan& plan, const DsPartitions& par
 // The flat buffers of the largest handle and bucket, and the collectives' events.
 void DeepSpeedRunner::allocate_rank_buffers() {
   const DsRankBuffers b = ds_rank_buffers(plan_, parts_);
-  if (b.partitions > 0) part_dev_ = DeviceBuffer(dev_, b.partitions);
-  gather_flat_ = DeviceBuffer(dev_, b.gather_flat);
-  bucket_in_ = DeviceBuffer(dev_, b.bucket_in);
-  bucket_out_ = DeviceBuffer(dev_, b.bucket_out);
+  if (b.partitions > 0) part_dev_ = DeviceBuffer(mem_, b.partitions);
+  gather_flat_ = DeviceBuffer(mem_, b.gather_flat);
+  bucket_in_ = DeviceBuffer(mem_, b.bucket_in);
+  bucket_out_ = DeviceBuffer(mem_, b.bucket_out);
   // The padding of the interleaved buckets is summed and dropped; start it finite.
   dev_.fill_zero(Queue::d2h, bucket_in_.as<void>(), b.bucket_in);
   gathers_.start = make_events(dev_, b.gathers);
@@ -99,6 +107,7 @@ void DeepSpeedRunner::gather_handle(const std::vector<int>& ids, Queue q, const 
   std::sort(sorted.begin(), sorted.end());
   const int N = ranks(), me = parts_.rank;
   const std::int64_t psz = parts_.handle_elems(sorted);
+  make_live(sorted, q);
   bf16* flat = gather_flat_.as<bf16>();
   std::int64_t at = 0;
   for (int id : sorted) {
@@ -126,8 +135,8 @@ void DeepSpeedRunner::gather_handle(const std::vector<int>& ids, Queue q, const 
     const DsTensor& t = tensor(id);
     for (int r = 0; r < N; ++r) {
       const std::int64_t n = parts_.real(t, id, r);
-      dev_.copy_on_device(q, params_.as<bf16>() + t.offset + r * parts_.part[i],
-                          flat + r * psz + at, static_cast<std::size_t>(n) * 2);
+      dev_.copy_on_device(q, param_of(id) + r * parts_.part[i], flat + r * psz + at,
+                          static_cast<std::size_t>(n) * 2);
     }
     at += parts_.part[i];
   }
@@ -164,7 +173,7 @@ void DeepSpeedRunner::gather_persistent_ranks() {
     gathers_.tracks.push_back("compute");
     gather_bytes_ += 2 * static_cast<std::uint64_t>(p) * static_cast<std::uint64_t>(N - 1);
     // The N pieces back to back are the tensor, its padding last.
-    dev_.copy_on_device(Queue::compute, params_.as<bf16>() + t.offset, region,
+    dev_.copy_on_device(Queue::compute, persistent_slot(id), region,
                         static_cast<std::size_t>(t.count) * 2);
     region += N * p;
   }
@@ -183,8 +192,7 @@ void DeepSpeedRunner::flush_ranks(const DsFlush& f) {
     for (int id : f.tensors) {
       const auto i = static_cast<std::size_t>(id);
       const DsTensor& t = tensor(id);
-      dev_.copy_on_device(Queue::d2h, in + r * psz + at,
-                          grad_store_.as<bf16>() + t.offset + r * parts_.part[i],
+      dev_.copy_on_device(Queue::d2h, in + r * psz + at, bucket_of(id) + r * parts_.part[i],
                           static_cast<std::size_t>(parts_.real(t, id, r)) * 2);
       at += parts_.part[i];
     }

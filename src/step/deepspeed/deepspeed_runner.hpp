@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "step/arm_harness.hpp"
+#include "step/caching_pool.hpp"
 #include "step/decoder/module_math.hpp"
 #include "step/deepspeed/counting_device.hpp"
+#include "step/deepspeed/deepspeed_memory.hpp"
 #include "step/deepspeed/deepspeed_plan.hpp"
 #include "step/device_buffer.hpp"
 #include "step/step_internal.hpp"
@@ -38,6 +40,8 @@ struct DsPartitions {
   // The elements of tensor t's partition on rank r that are not padding.
   std::int64_t real(const DsTensor& t, int id, int r) const;
   std::int64_t handle_elems(const std::vector<int>& ids) const;  // sum of part over ids
+  // Per tensor id: the elements of this rank's partition that are not padding.
+  std::vector<std::int64_t> rank_elems(const DeepSpeedPlan& plan) const;
 };
 
 // The device buffers N > 1 adds to the one-rank schedule's, in bytes.
@@ -85,20 +89,22 @@ class DeepSpeedRunner {
   int threads() const { return pool_->size(); }
   double register_seconds() const {
     return master_.register_seconds() + grads_.register_seconds() + grads_bf16_.register_seconds() +
-           pbf16_.register_seconds();
+           pbf16_.register_seconds() + partitions_.register_seconds();
   }
   // The buffer whose registration stands for the arm's: the fp32 gradients, pinned in every
   // loop (the master is plain memory under offload_param).
   const HostBuffer& master_buffer() const { return grads_; }
   // Every host buffer of the arm, for the check of what the driver reports registered.
   std::vector<const HostBuffer*> host_buffers() const {
-    return {&master_, &grads_, &grads_bf16_, &exp_avg_, &exp_avg_sq_, &pbf16_};
+    return {&master_, &grads_, &grads_bf16_, &exp_avg_, &exp_avg_sq_, &pbf16_, &partitions_};
   }
   const ThreadPlacement& placement() const { return placement_; }
   StepLinkTimes link_times() const { return link_; }
   // What the host is doing in the step now (the step failure point's phase).
   const Phase& current_phase() const { return phase_; }
   ArmMemoryProbe& memory_probe() { return probe_; }
+  // The caching pool's high-water marks: allocated (DeepSpeed's figure) and reserved.
+  PoolPeaks pool_peaks() const { return {mem_.memory_peak(), mem_.reserved_peak()}; }
 
  private:
   bool offload() const { return plan_.offload_param; }
@@ -132,10 +138,24 @@ class DeepSpeedRunner {
   enum class CopyUse { fetch_forward, fetch_backward, gradients };
   void count_link_copies(std::int64_t j, CopyUse use, const CountingDevice::Counts& since);
   void gradient_hooks(std::int64_t module);
-  // Every parameter is resident at its own offset: a shared tensor (tied table) is there too.
-  const bf16* shared_weights(const ModuleSlice& m) const {
-    return m.shared.empty() ? nullptr : params_.as<bf16>() + m.shared.front().offset;
+  // Device memory (deepspeed_memory.hpp): tensor id's bf16 parameters (its module's block, or
+  // the resident flat array), module j's slice, a persistent tensor's resident slot, and tensor
+  // id's gradient in the reduce bucket (after its hook).
+  bf16* param_of(int id) const;
+  bf16* module_params(std::int64_t j) const;
+  bf16* persistent_slot(int id) const;
+  bf16* bucket_of(int id) const {
+    return bucket_.as<bf16>() + bucket_at_[static_cast<std::size_t>(id)];
   }
+  const bf16* shared_weights(std::int64_t j) const {
+    const int id = shared_id_[static_cast<std::size_t>(j)];
+    return id < 0 ? nullptr : param_of(id);
+  }
+  void allocate_param_blocks();
+  // Tensors fetched on queue q: their modules' blocks allocated, the persistent tensors copied in.
+  void make_live(const std::vector<int>& ids, Queue q);
+  void free_blocks(const std::vector<std::int64_t>& modules);  // their last use: compute
+  void add_to_bucket(int id, const bf16* grad);
   void flush(const DsFlush& f);
   void read_norm();
   void optimizer(int t, StepSample& s, Clock::time_point t0);
@@ -157,6 +177,9 @@ class DeepSpeedRunner {
   const RunConfig& cfg_;
   Arm arm_;
   Device& dev_;
+  // Every device allocation of the arm (declared before what it allocates): PyTorch's caching
+  // pool, capped by --device-memory.
+  CachingPoolDevice mem_;
   SingleRankCollectives single_;
   Collectives* comm_;  // host memory: the step barrier, the loss, the final checksum view
   Collectives* data_;  // device memory: the all-gathers and reduce-scatters
@@ -172,7 +195,33 @@ class DeepSpeedRunner {
   std::vector<std::vector<bool>> flush_of_module_;
 
   HostBuffer master_, grads_, grads_bf16_, exp_avg_, exp_avg_sq_, pbf16_;
-  DeviceBuffer params_, grad_store_, temp_bf16_, temp_f32_, copy_temp_, norm_scalar_;
+  // offload_param: the per-parameter bf16 partitions partition_parameters.py pins at partition
+  // time (ds_tensor); the flat buffer (pbf16_) takes over and they are never read again, but
+  // they stay locked and, in the registered arm, registered (2 B/param: DeepSpeed's 10 B/param
+  // locked, results/h200/2026-12-02-deepspeed-account).
+  HostBuffer partitions_;
+  DeviceBuffer params_, copy_temp_, norm_scalar_;
+  // Parameters in blocks (offload_param, or N > 1): which modules hold one; the blocks (freed
+  // with the pool on a throw); the persistent tensors' slots; per module the shared tensor's
+  // id and its persistent tensors.
+  bool param_blocks_ = false;
+  DsResidency residency_;
+  std::vector<void*> block_;
+  DeviceBuffer persistent_;
+  std::vector<std::int64_t> persistent_at_;
+  std::vector<int> shared_id_;
+  std::vector<std::vector<int>> persistent_of_module_;
+  std::vector<int> to_release_;  // the visits' released tensors, freed after the module ran
+  bf16* grad_block_ = nullptr;   // the module in backward: autograd's gradients
+  // Gradients: the reduce bucket, each tensor's offset in it, how full it is; the flush's
+  // float64 norms, freed at the step's norm.
+  DeviceBuffer bucket_;
+  std::vector<std::int64_t> bucket_at_;
+  std::int64_t bucket_fill_ = 0;
+  std::int64_t bucket_epoch_ = 0;             // flushes so far (all steps)
+  std::vector<std::int64_t> bucket_epoch_of_;  // per tensor: the bucket its gradient joined
+  void check_bucket(const DsFlush& f) const;
+  std::vector<void*> norm_scalars_;
   // --model: the module math's Device calls go through counting_ (declared first: math_'s
   // buffers release through it), each module's counts into device_ops_.
   std::unique_ptr<CountingDevice> counting_;

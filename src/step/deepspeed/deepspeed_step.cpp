@@ -38,12 +38,14 @@ DeepSpeedRunner::DeepSpeedRunner(const RunConfig& config, Arm arm, Device& dev,
     : cfg_(config),
       arm_(arm),
       dev_(dev),
+      mem_(dev, config.device_memory_bytes),
       comm_(comms.host != nullptr ? comms.host : &single_),
       data_(comms.data != nullptr ? comms.data : comm_),
       layout_(ModelLayout::build(config.model)),
       plan_(build_deepspeed_plan(layout_, config.loop, knobs)),
       knobs_(knobs),
-      parts_(DsPartitions::build(plan_, comm_->size(), comm_->rank())) {}
+      parts_(DsPartitions::build(plan_, comm_->size(), comm_->rank())),
+      residency_(plan_, static_cast<std::int64_t>(layout_.modules.size())) {}
 
 void DeepSpeedRunner::setup() {
   if (data_->size() != comm_->size() || data_->rank() != comm_->rank()) {
@@ -70,6 +72,7 @@ void DeepSpeedRunner::setup() {
   // parameter on the device (N > 1: the rank's partitions there, the persistent tensors
   // gathered, the rest gathered as the trace uses them).
   if (offload()) {
+    cast_f32_to_bf16_host(master_.as<float>(), partitions_.data(), parts_.total, *pool_);
     cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), parts_.total, *pool_);
   } else {
     for (const SubGroup& sg : sub_groups_) copy_back_sub_group(sg);
@@ -95,7 +98,11 @@ void DeepSpeedRunner::allocate_host() {
   grads_bf16_ = HostBuffer(P2, pinned, &dev_, "bf16 gradient partition", pool_.get());
   exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
   exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
-  if (offload()) pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
+  if (offload()) {
+    pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
+    partitions_ =
+        HostBuffer(P2, pinned, &dev_, "bf16 per-parameter partitions", pool_.get());
+  }
   probe_.start(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
                exp_avg_sq_.as<float>(), P, *pool_, *comm_);
   if (!sharded()) {
@@ -118,16 +125,15 @@ void DeepSpeedRunner::allocate_host() {
 
 void DeepSpeedRunner::allocate_device() {
   const DeviceSizes ds = device_sizes(cfg_, layout_, ranks());
-  params_ = DeviceBuffer(dev_, ds.params);
-  grad_store_ = DeviceBuffer(dev_, ds.grad_store);
-  temp_bf16_ = DeviceBuffer(dev_, ds.flush_temp_bf16);
-  temp_f32_ = DeviceBuffer(dev_, ds.flush_temp_f32);
-  copy_temp_ = DeviceBuffer(dev_, ds.copy_temp);
-  norm_scalar_ = DeviceBuffer(dev_, 256);
+  params_ = DeviceBuffer(mem_, ds.params);  // resident: the copy_back loop on one rank
+  copy_temp_ = DeviceBuffer(mem_, ds.copy_temp);
+  norm_scalar_ = DeviceBuffer(mem_, 256);
+  allocate_param_blocks();
   if (sharded()) allocate_rank_buffers();
   // Data parallel: rank r trains on the micro-batch of token seed seed + r.
-  Device& math_device =
-      uses_eager_decoder(cfg_) ? *(counting_ = std::make_unique<CountingDevice>(dev_)) : dev_;
+  Device& math_device = uses_eager_decoder(cfg_)
+                            ? static_cast<Device&>(*(counting_ = std::make_unique<CountingDevice>(mem_)))
+                            : static_cast<Device&>(mem_);
   math_ =
       ModuleMath(math_device, cfg_, layout_, cfg_.seed + static_cast<std::uint64_t>(comm_->rank()));
   if (counting_) init_device_ops();
@@ -245,9 +251,10 @@ void DeepSpeedRunner::fetch(const std::vector<int>& ids) {
     return;
   }
   if (!offload()) return;  // copy_back: the partitions already live on the device
+  make_live(ids, Queue::h2d);
   for (int id : ids) {
     const DsTensor& t = tensor(id);
-    copy(fetches_, Queue::h2d, "h2d", "fetch:" + t.name, true, params_.as<bf16>() + t.offset,
+    copy(fetches_, Queue::h2d, "h2d", "fetch:" + t.name, true, param_of(id),
          pbf16_.as<bf16>() + t.offset, static_cast<std::size_t>(t.count) * 2);
     last_fetch_ = &fetches_.end[fetches_.used - 1];
   }
@@ -262,6 +269,7 @@ std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
          plan_.visits[v].forward == forward;
        ++v) {
     const DsVisit& visit = plan_.visits[v];
+    to_release_.insert(to_release_.end(), visit.released.begin(), visit.released.end());
     fetch(visit.fetch);
     if (visit.waits > 0 && last_fetch_ != nullptr) {
       const auto tw = Clock::now();
@@ -283,10 +291,10 @@ void DeepSpeedRunner::forward() {
     const std::int64_t j = plan_.visits[v].module;
     v = run_visits(v, true);
     dev_.record(task_start_[j], Queue::compute);
-    const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
-    counted_math(j, true,
-                 [&] { math_.forward(j, params_.as<bf16>() + m.offset, shared_weights(m)); });
+    counted_math(j, true, [&] { math_.forward(j, module_params(j), shared_weights(j)); });
     dev_.record(task_end_[j], Queue::compute);
+    free_blocks(residency_.release(to_release_));
+    to_release_.clear();
   }
   host_.forward = seconds_between(tf, Clock::now());
 }
@@ -301,19 +309,24 @@ void DeepSpeedRunner::backward() {
     const std::int64_t j = plan_.visits[v].module;
     v = run_visits(v, false);
     const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
+    // autograd's gradients of the module, freed by its hooks once in the bucket
+    grad_block_ = static_cast<bf16*>(mem_.allocate(2 * static_cast<std::size_t>(m.count)));
     dev_.record(task_start_[M + j], Queue::compute);
     counted_math(j, false, [&] {
-      math_.backward(
-          j, params_.as<bf16>() + m.offset, grad_store_.as<bf16>() + m.offset,
-          [&] { gradient_hooks(j); }, shared_weights(m));
+      math_.backward(j, module_params(j), grad_block_, [&] { gradient_hooks(j); },
+                     shared_weights(j));
     });
     dev_.record(task_end_[M + j], Queue::compute);
+    if (grad_block_ != nullptr) throw std::logic_error("deepspeed: a module's hooks did not run");
+    free_blocks(residency_.release(to_release_));
+    to_release_.clear();
   }
   // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for
   // the reduce stream. No hook issues it: its copies count with the module whose hooks ran last.
   const CountingDevice::Counts before = link_counts();
   while (next_flush_ < plan_.flushes.size()) flush(plan_.flushes[next_flush_++]);
   count_link_copies(plan_.epilogue_module(), CopyUse::gradients, before);
+  free_blocks(residency_.release_all());  // release_and_reset_all
   host_.backward = seconds_between(tb, Clock::now());
   phase_ = Phase::grad_offload;  // the host waits for the reduce stream
   const auto tw = Clock::now();
@@ -327,9 +340,16 @@ void DeepSpeedRunner::gradient_hooks(std::int64_t module) {
   const CountingDevice::Counts before = link_counts();
   dev_.record(grad_ready_[module], Queue::compute);
   dev_.queue_wait(Queue::d2h, grad_ready_[module]);
-  for (bool flush_first : flush_of_module_[static_cast<std::size_t>(module)]) {
-    if (flush_first) flush(plan_.flushes[next_flush_++]);
+  const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(module)];
+  const std::vector<int>& grads = grads_of_module_[static_cast<std::size_t>(module)];
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (flush_of_module_[static_cast<std::size_t>(module)][i]) flush(plan_.flushes[next_flush_++]);
+    const DsTensor& t = tensor(grads[i]);
+    if (t.module != module) throw std::logic_error("deepspeed: " + t.name + "'s hook is elsewhere");
+    add_to_bucket(grads[i], grad_block_ + (t.offset - m.offset));
   }
+  mem_.deallocate_after(grad_block_, Queue::d2h);
+  grad_block_ = nullptr;
   count_link_copies(module, CopyUse::gradients, before);
   // Compute resumes here: a flush from unregistered memory blocked the host, and that gap is
   // not compute (the bound's compute_s leaves it out).
@@ -345,38 +365,22 @@ void DeepSpeedRunner::flush(const DsFlush& f) {
     reduce_events_.pop_front();
   }
   const std::size_t k = next_flush_ - 1;
+  check_bucket(f);
   dev_.record(flush_start_[k], Queue::d2h);
   if (sharded()) {
     flush_ranks(f);
-  } else {
-    for (int id : f.tensors) {
-      const DsTensor& t = tensor(id);
-      flush_tensor_copies(id, grad_store_.as<bf16>() + t.offset, nullptr);
-    }
+  } else {  // reduce_scatter_coalesced's copy of the bucket (torch.cat), then per tensor
+    const auto bytes = 2 * static_cast<std::size_t>(bucket_fill_);
+    auto* cat = static_cast<bf16*>(mem_.allocate(bytes));
+    dev_.copy_on_device(Queue::d2h, cat, bucket_.as<bf16>(), bytes);
+    for (int id : f.tensors) flush_tensor_copies(id, cat + bucket_at_[static_cast<std::size_t>(id)], nullptr);
+    mem_.deallocate_after(cat, Queue::d2h);
   }
+  bucket_fill_ = 0;
+  ++bucket_epoch_;
   dev_.record(flush_end_[k], Queue::d2h);
   reduce_events_.push_back(&flush_end_[k]);
   host_.flush += seconds_between(t0, Clock::now());
-}
-
-// partition_grads for one tensor's partition (the whole tensor for N = 1): D2H bf16 into the
-// pinned gradient partition, H2D back into a device temporary, the norm's fp32 view
-// (_constant_buffered_norm2), the fp32 cast and its D2H into the optimizer's gradient. For
-// N = 1 grad_f32 is null: the fp32 copy's source is that cast, as in DeepSpeed. For N > 1 it
-// is the reduce-scatter's fp32 rank-order sum (deepspeed_ranks.cpp says why).
-void DeepSpeedRunner::flush_tensor_copies(int id, const bf16* grad_bf16, const float* grad_f32) {
-  const DsTensor& t = tensor(id);
-  const std::int64_t count = sharded() ? parts_.real(t, id, parts_.rank) : t.count;
-  const auto n = static_cast<std::size_t>(count);
-  bf16* host_bf16 = grads_bf16_.as<bf16>() + parts_.offset[static_cast<std::size_t>(id)];
-  copy(flush_copies_, Queue::d2h, "d2h", "grad_bf16:" + t.name, false, host_bf16, grad_bf16, 2 * n);
-  copy(flush_copies_, Queue::d2h, "h2d", "grad_back:" + t.name, true, temp_bf16_.as<void>(),
-       host_bf16, 2 * n);
-  dev_.cast_bf16_to_f32(temp_bf16_.as<bf16>(), temp_f32_.as<float>(), count, Queue::d2h);
-  dev_.cast_bf16_to_f32(temp_bf16_.as<bf16>(), temp_f32_.as<float>(), count, Queue::d2h);
-  copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
-       grads_.as<float>() + parts_.offset[static_cast<std::size_t>(id)],
-       grad_f32 != nullptr ? grad_f32 : temp_f32_.as<float>(), 4 * n);
 }
 
 // The global norm as the profile shows it (complete_grad_norm_calculation_for_cpu_offload and
@@ -392,6 +396,8 @@ void DeepSpeedRunner::read_norm() {
   double norm64 = 0;
   dev_.copy_to_host(Queue::compute, &norm64, norm_scalar_.as<void>(), sizeof norm64);
   sync();
+  for (void* p : norm_scalars_) mem_.deallocate_after(p, Queue::compute);  // the norms, summed
+  norm_scalars_.clear();
   for (int i = 0; i < kNormWrites; ++i) {
     dev_.copy_to_device(Queue::compute, norm_scalar_.as<void>(), &norm_host_, sizeof norm_host_);
     sync();
@@ -452,7 +458,7 @@ void DeepSpeedRunner::gather_persistent() {
   }
   for (int id : plan_.persistent) {
     const DsTensor& t = tensor(id);
-    copy(fetches_, Queue::compute, "h2d", "gather:" + t.name, true, params_.as<bf16>() + t.offset,
+    copy(fetches_, Queue::compute, "h2d", "gather:" + t.name, true, persistent_slot(id),
          pbf16_.as<bf16>() + t.offset, static_cast<std::size_t>(t.count) * 2);
   }
   dev_.event_synchronize(fetches_.end[fetches_.used - 1]);
@@ -472,6 +478,8 @@ StepSample DeepSpeedRunner::run_step(int t) {
   last_fetch_ = nullptr;
   reduce_events_.clear();
   next_flush_ = 0;
+  bucket_fill_ = 0;
+  to_release_.clear();
   for (ModuleDeviceOps& m : device_ops_)  // the last step's copies, like the math's counts
     m.fetch_forward = m.fetch_backward = m.grad_d2h = m.grad_h2d = 0;
   if (sharded()) comm_->barrier();  // the ranks start together: the slowest sets the time

@@ -1,11 +1,13 @@
 // --schedule deepspeed: DeepSpeed 0.19.8's ZeRO-3 operations, sizes, queues and waits
 // (deepspeed_plan.hpp says what is reproduced, docs/schedules.md what is not), run by the
-// DeepSpeedRunner (deepspeed_runner.hpp). What it plans differs from the common step's: every
-// parameter resident, gradients held on the device until their bucket flush, a pinned bf16
-// gradient partition on the host.
+// DeepSpeedRunner (deepspeed_runner.hpp). What it plans differs from the common step's:
+// DeepSpeed's device memory (deepspeed_memory.hpp), a pinned bf16 gradient partition on the
+// host and, under offload_param, the per-parameter bf16 partitions DeepSpeed pins.
 #include <algorithm>
 
 #include "step/arm_harness.hpp"
+#include "step/caching_pool.hpp"
+#include "step/deepspeed/deepspeed_memory.hpp"
 #include "step/deepspeed/deepspeed_runner.hpp"
 #include "step/ranks/rank_arm.hpp"
 #include "step/schedule_case.hpp"
@@ -18,24 +20,22 @@ class DeepSpeedCase final : public ScheduleCase {
  public:
   Schedule id() const override { return Schedule::deepspeed; }
 
-  // Every parameter resident (DeepSpeed keeps what it reuses within 1e9 elements; the
-  // executor keeps all), gradients held until their bucket flush, no fetch or grad slots.
+  // DeepSpeed's device memory (deepspeed_memory.hpp): parameters from fetch to release
+  // (resident in the copy_back loop on one rank), the reduce bucket, the persistent tensors,
+  // and the most one step allocates at once, walked as the runner allocates.
   void plan_device(const RunConfig& c, const ModelLayout& layout, int ranks,
                    DeviceSizes& s) const override {
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    const std::uint64_t P = u(layout.total);
-    std::uint64_t largest_tensor = 0;
-    for (const auto& m : layout.modules) {
-      for (const auto& t : m.tensors) largest_tensor = std::max(largest_tensor, u(t.count()));
-    }
-    s.params = 2 * P;
+    const DeepSpeedKnobs knobs;
+    const DeepSpeedPlan plan = build_deepspeed_plan(layout, c.loop, knobs);
+    const DsPartitions parts = DsPartitions::build(plan, ranks, 0);  // rank 0: the largest
+    const bool blocks = c.loop == Loop::offload_param || ranks > 1;
+    s.params = blocks ? 0 : 2 * u(layout.total);
     s.param_slot = s.grad_slot_bf16 = s.grad_slot_f32 = 0;
-    s.grad_store = 2 * P;
-    s.flush_temp_bf16 = 2 * largest_tensor;
-    s.flush_temp_f32 = 4 * largest_tensor;
+    s.reduce_bucket = CachingPoolDevice::fresh_block_size(2 * u(ds_bucket_elems(plan, knobs)));
+    if (blocks) s.persistent = ds_persistent_bytes(plan, layout);
+    s.deepspeed_step = ds_step_memory(plan, layout, ranks, parts.rank_elems(plan)).peak;
     if (ranks > 1) {  // DeepSpeed's per-tensor partitions, not the ShardLayout
-      const DeepSpeedPlan plan = build_deepspeed_plan(layout, c.loop);
-      const DsPartitions parts = DsPartitions::build(plan, ranks, 0);
       s.deepspeed_ranks = ds_rank_buffers(plan, parts).total();
       if (c.loop == Loop::copy_back) s.copy_temp = 4 * std::min(u(c.chunk_elems), u(parts.total));
     }
@@ -46,6 +46,7 @@ class DeepSpeedCase final : public ScheduleCase {
     if (c.loop == Loop::offload_param) {  // its fp32 master is plain memory there
       plan.host_pinned_bytes -= 4 * P;
       plan.host_pageable_bytes += 4 * P;
+      plan.host_pinned_bytes += 2 * P;  // the per-parameter bf16 partitions, never read again
     }
   }
 

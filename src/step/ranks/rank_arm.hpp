@@ -100,6 +100,7 @@ ArmResult run_rank_arm(Runner& runner, const RunConfig& config, Arm arm, Device&
     elems = static_cast<std::int64_t>(shard.size());
   }
   finish_arm_result(r, device, master, elems);
+  if constexpr (requires { runner.pool_peaks(); }) set_pool_peaks(r, runner.pool_peaks());
   if (final_shard != nullptr) final_shard->assign(master, master + elems);
   return r;
 }

@@ -1,0 +1,149 @@
+// DeepSpeedRunner's device memory as DeepSpeed holds it (deepspeed_memory.hpp): the fetched
+// parameters' blocks, the persistent tensors' slots, the reduce bucket and the flush's
+// temporaries, every one through the caching pool (mem_).
+#include <fmt/format.h>
+#include <algorithm>
+
+#include "step/deepspeed/deepspeed_runner.hpp"
+#include "zob/errors.hpp"
+
+namespace zob::step_detail {
+
+bf16* DeepSpeedRunner::param_of(int id) const {
+  const DsTensor& t = tensor(id);
+  if (!param_blocks_) return params_.as<bf16>() + t.offset;
+  const auto m = static_cast<std::size_t>(t.module);
+  if (block_[m] == nullptr) {
+    throw std::logic_error("deepspeed: " + t.name + " used while its module holds no block");
+  }
+  return static_cast<bf16*>(block_[m]) + (t.offset - layout_.modules[m].offset);
+}
+
+bf16* DeepSpeedRunner::module_params(std::int64_t j) const {
+  const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
+  if (!param_blocks_) return params_.as<bf16>() + m.offset;
+  void* b = block_[static_cast<std::size_t>(j)];
+  if (b == nullptr) throw std::logic_error("deepspeed: module " + m.name + " runs unfetched");
+  return static_cast<bf16*>(b);
+}
+
+bf16* DeepSpeedRunner::persistent_slot(int id) const {
+  if (!param_blocks_ || residency_.resident(tensor(id).module)) return param_of(id);
+  return persistent_.as<bf16>() + persistent_at_[static_cast<std::size_t>(id)];
+}
+
+// The persistent slots, each module's shared tensor and persistent tensors, the resident
+// modules' blocks, the bucket. Called once, before the first gather of the persistent tensors.
+void DeepSpeedRunner::allocate_param_blocks() {
+  const auto M = static_cast<std::size_t>(modules());
+  param_blocks_ = offload() || sharded();
+  block_.assign(M, nullptr);
+  shared_id_.assign(M, -1);
+  persistent_of_module_.assign(M, {});
+  persistent_at_.assign(plan_.tensors.size(), -1);
+  std::int64_t slots = 0;
+  for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
+    const DsTensor& t = plan_.tensors[id];
+    if (!t.persistent) continue;
+    persistent_of_module_[static_cast<std::size_t>(t.module)].push_back(static_cast<int>(id));
+    if (!residency_.resident(t.module)) {
+      persistent_at_[id] = slots;
+      slots += t.count;
+    }
+  }
+  for (std::size_t j = 0; j < M; ++j) {
+    const ModuleSlice& m = layout_.modules[j];
+    if (m.shared.empty()) continue;
+    for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
+      if (plan_.tensors[id].offset == m.shared.front().offset) shared_id_[j] = static_cast<int>(id);
+    }
+  }
+  if (param_blocks_) {
+    persistent_ = DeviceBuffer(mem_, 2 * static_cast<std::uint64_t>(slots));
+    for (std::size_t j = 0; j < M; ++j) {
+      if (residency_.resident(static_cast<std::int64_t>(j)))
+        block_[j] = mem_.allocate(2 * static_cast<std::size_t>(layout_.modules[j].count));
+    }
+  }
+  bucket_ = DeviceBuffer(mem_, 2 * static_cast<std::uint64_t>(ds_bucket_elems(plan_, knobs_)));
+  bucket_at_.assign(plan_.tensors.size(), 0);
+  bucket_epoch_of_.assign(plan_.tensors.size(), -1);
+}
+
+void DeepSpeedRunner::make_live(const std::vector<int>& ids, Queue q) {
+  if (!param_blocks_) return;
+  for (std::int64_t j : residency_.make_live(ids)) {
+    const auto m = static_cast<std::size_t>(j);
+    block_[m] = mem_.allocate(2 * static_cast<std::size_t>(layout_.modules[m].count));
+    for (int id : persistent_of_module_[m]) {
+      dev_.copy_on_device(q, param_of(id), persistent_slot(id),
+                          2 * static_cast<std::size_t>(tensor(id).count));
+    }
+  }
+}
+
+void DeepSpeedRunner::free_blocks(const std::vector<std::int64_t>& modules) {
+  for (std::int64_t j : modules) {
+    void*& b = block_[static_cast<std::size_t>(j)];
+    mem_.deallocate_after(b, Queue::compute);
+    b = nullptr;
+  }
+}
+
+// The hook's copy of one gradient into the bucket (the reduce stream, after compute).
+void DeepSpeedRunner::add_to_bucket(int id, const bf16* grad) {
+  const DsTensor& t = tensor(id);
+  bucket_at_[static_cast<std::size_t>(id)] = bucket_fill_;
+  bucket_epoch_of_[static_cast<std::size_t>(id)] = bucket_epoch_;
+  dev_.copy_on_device(Queue::d2h, bucket_.as<bf16>() + bucket_fill_, grad,
+                      2 * static_cast<std::size_t>(t.count));
+  bucket_fill_ += t.count;
+}
+
+// The plan's bucket is the one the hooks filled: each of its tensors joined since the last
+// flush (a stale offset would read another step's bytes).
+void DeepSpeedRunner::check_bucket(const DsFlush& f) const {
+  for (int id : f.tensors) {
+    const auto i = static_cast<std::size_t>(id);
+    if (bucket_epoch_of_[i] != bucket_epoch_ ||
+        bucket_at_[i] + tensor(id).count > bucket_fill_) {
+      throw std::logic_error(fmt::format(
+          "deepspeed: flush {} names {}, which did not join this bucket (joined in bucket {}, "
+          "at {} of {})",
+          bucket_epoch_, tensor(id).name, bucket_epoch_of_[i], bucket_at_[i], bucket_fill_));
+    }
+  }
+}
+
+// partition_grads for one tensor's partition (the whole tensor for N = 1): D2H bf16 into the
+// pinned gradient partition, H2D back into a new device tensor, the norm's float64 view
+// (_constant_buffered_norm2, in chunks of at most 2.5e8 elements: the tool's stand-in is the
+// fp32 cast into that view) and its norm, kept until the step's norm; the fp32 cast and its
+// D2H into the optimizer's gradient. For N = 1 grad_f32 is null: the fp32 copy's source is that
+// cast, as in DeepSpeed. For N > 1 it is the reduce-scatter's fp32 rank-order sum
+// (deepspeed_ranks.cpp says why).
+void DeepSpeedRunner::flush_tensor_copies(int id, const bf16* grad_bf16, const float* grad_f32) {
+  const DsTensor& t = tensor(id);
+  const std::int64_t count = sharded() ? parts_.real(t, id, parts_.rank) : t.count;
+  const auto n = static_cast<std::size_t>(count);
+  bf16* host_bf16 = grads_bf16_.as<bf16>() + parts_.offset[static_cast<std::size_t>(id)];
+  auto* back = static_cast<bf16*>(mem_.allocate(2 * n));
+  copy(flush_copies_, Queue::d2h, "d2h", "grad_bf16:" + t.name, false, host_bf16, grad_bf16, 2 * n);
+  copy(flush_copies_, Queue::d2h, "h2d", "grad_back:" + t.name, true, back, host_bf16, 2 * n);
+  const std::int64_t view = ds_norm_view_elems(count);
+  auto* norm_view = static_cast<float*>(mem_.allocate(8 * static_cast<std::size_t>(view)));
+  for (std::int64_t at = 0; at < count; at += view) {
+    dev_.cast_bf16_to_f32(back + at, norm_view, std::min(view, count - at), Queue::d2h);
+  }
+  norm_scalars_.push_back(mem_.allocate(8));
+  mem_.deallocate_after(norm_view, Queue::d2h);
+  auto* f32 = static_cast<float*>(mem_.allocate(4 * n));
+  dev_.cast_bf16_to_f32(back, f32, count, Queue::d2h);
+  copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
+       grads_.as<float>() + parts_.offset[static_cast<std::size_t>(id)],
+       grad_f32 != nullptr ? grad_f32 : f32, 4 * n);
+  mem_.deallocate_after(f32, Queue::d2h);
+  mem_.deallocate_after(back, Queue::d2h);
+}
+
+}  // namespace zob::step_detail
