@@ -22,6 +22,14 @@ bf16* DeepSpeedRunner::param_of(int id) const {
 bf16* DeepSpeedRunner::module_params(std::int64_t j) const {
   const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
   if (!param_blocks_) return params_.as<bf16>() + m.offset;
+  // Every tensor the module computes with was fetched into this block: its other bytes are
+  // another owner's (deepspeed_memory.hpp).
+  for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
+    if (plan_.tensors[id].module == j && !plan_.tensors[id].persistent && !fetched_[id]) {
+      throw std::logic_error("deepspeed: module " + m.name + " runs without its tensor " +
+                             plan_.tensors[id].name + " fetched");
+    }
+  }
   void* b = block_[static_cast<std::size_t>(j)];
   if (b == nullptr) throw std::logic_error("deepspeed: module " + m.name + " runs unfetched");
   return static_cast<bf16*>(b);
@@ -67,6 +75,7 @@ void DeepSpeedRunner::allocate_param_blocks() {
   }
   bucket_ = DeviceBuffer(mem_, 2 * static_cast<std::uint64_t>(ds_bucket_elems(plan_, knobs_)));
   bucket_at_.assign(plan_.tensors.size(), 0);
+  fetched_.assign(plan_.tensors.size(), false);
   bucket_epoch_of_.assign(plan_.tensors.size(), -1);
 }
 
@@ -74,20 +83,27 @@ void DeepSpeedRunner::make_live(const std::vector<int>& ids, Queue q) {
   if (!param_blocks_) return;
   for (std::int64_t j : residency_.make_live(ids)) {
     const auto m = static_cast<std::size_t>(j);
+    if (block_[m] != nullptr) continue;  // released in this module's visits, not yet freed
     block_[m] = mem_.allocate(2 * static_cast<std::size_t>(layout_.modules[m].count));
     for (int id : persistent_of_module_[m]) {
       dev_.copy_on_device(q, param_of(id), persistent_slot(id),
                           2 * static_cast<std::size_t>(tensor(id).count));
     }
   }
+  for (int id : ids) fetched_[static_cast<std::size_t>(id)] = true;  // the caller copies them
 }
 
-void DeepSpeedRunner::free_blocks(const std::vector<std::int64_t>& modules) {
-  for (std::int64_t j : modules) {
+void DeepSpeedRunner::free_idle_blocks() {
+  for (std::int64_t j : to_free_) {
     void*& b = block_[static_cast<std::size_t>(j)];
+    if (b == nullptr || residency_.live_count(j) > 0) continue;
     mem_.deallocate_after(b, Queue::compute);
     b = nullptr;
+    for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
+      if (plan_.tensors[id].module == j) fetched_[id] = false;
+    }
   }
+  to_free_.clear();
 }
 
 // The hook's copy of one gradient into the bucket (the reduce stream, after compute).

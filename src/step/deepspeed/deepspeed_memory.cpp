@@ -29,6 +29,11 @@ std::vector<std::int64_t> DsResidency::make_live(const std::vector<int>& ids) {
   return out;
 }
 
+bool DsResidency::live(int id) const {
+  return plan_->tensors[static_cast<std::size_t>(id)].persistent ||
+         tensor_live_[static_cast<std::size_t>(id)];
+}
+
 std::vector<std::int64_t> DsResidency::release(const std::vector<int>& ids) {
   std::vector<std::int64_t> out;
   for (int id : ids) {
@@ -96,6 +101,14 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
   const bool blocks = plan.offload_param || ranks > 1;
   Walk w;
   DsResidency res(plan, M);
+  std::vector<bool> held(static_cast<std::size_t>(M), false);  // a block on the device
+  const auto free_idle = [&](const std::vector<std::int64_t>& idle) {
+    for (std::int64_t m : idle) {
+      if (!held[static_cast<std::size_t>(m)] || res.live_count(m) > 0) continue;
+      held[static_cast<std::size_t>(m)] = false;
+      w.give(module_bytes(m));
+    }
+  };
   std::size_t next_flush = 0;
   const auto flush = [&] {
     const DsFlush& f = plan.flushes[next_flush++];
@@ -121,16 +134,22 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
   while (v < plan.visits.size()) {
     const std::int64_t j = plan.visits[v].module;
     const bool forward = plan.visits[v].forward;
-    std::vector<int> released;
+    std::vector<std::int64_t> idle;
     std::vector<const DsVisit*> group;
+    const auto make_live = [&](const std::vector<int>& ids) {
+      for (std::int64_t m : res.make_live(ids)) {
+        if (!held[static_cast<std::size_t>(m)]) w.take(module_bytes(m));
+        held[static_cast<std::size_t>(m)] = true;
+      }
+    };
     for (; v < plan.visits.size() && plan.visits[v].module == j && plan.visits[v].forward == forward; ++v) {
       const DsVisit& visit = plan.visits[v];
       group.push_back(&visit);
       if (blocks) {
-        for (std::int64_t m : res.make_live(visit.fetch)) w.take(module_bytes(m));
-        for (std::int64_t m : res.make_live(visit.prefetch)) w.take(module_bytes(m));
+        make_live(visit.fetch);
+        make_live(visit.prefetch);
+        for (std::int64_t m : res.release(visit.released)) idle.push_back(m);
       }
-      released.insert(released.end(), visit.released.begin(), visit.released.end());
     }
     if (!forward) {
       w.take(module_bytes(j));  // autograd's gradients of the module
@@ -141,14 +160,10 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
       }
       w.give(module_bytes(j));
     }
-    if (blocks) {
-      for (std::int64_t m : res.release(released)) w.give(module_bytes(m));
-    }
+    free_idle(idle);
   }
   while (next_flush < plan.flushes.size()) flush();
-  if (blocks) {
-    for (std::int64_t m : res.release_all()) w.give(module_bytes(m));
-  }
+  if (blocks) free_idle(res.release_all());
   return {w.peak};
 }
 

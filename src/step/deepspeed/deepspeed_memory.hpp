@@ -38,6 +38,9 @@ class DsResidency {
   // The end of backward (release_and_reset_all): every block but the resident ones.
   std::vector<std::int64_t> release_all();
   bool resident(std::int64_t m) const { return fetched_[static_cast<std::size_t>(m)] == 0; }
+  // The tensor's bytes are on the device now (fetched and not released; persistent: always).
+  bool live(int id) const;
+  int live_count(std::int64_t m) const { return live_[static_cast<std::size_t>(m)]; }
 
  private:
   const DeepSpeedPlan* plan_;

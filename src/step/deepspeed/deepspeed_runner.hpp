@@ -154,7 +154,7 @@ class DeepSpeedRunner {
   void allocate_param_blocks();
   // Tensors fetched on queue q: their modules' blocks allocated, the persistent tensors copied in.
   void make_live(const std::vector<int>& ids, Queue q);
-  void free_blocks(const std::vector<std::int64_t>& modules);  // their last use: compute
+  void free_idle_blocks();  // to_free_'s modules still without a live tensor (last use: compute)
   void add_to_bucket(int id, const bf16* grad);
   void flush(const DsFlush& f);
   void read_norm();
@@ -211,7 +211,8 @@ class DeepSpeedRunner {
   std::vector<std::int64_t> persistent_at_;
   std::vector<int> shared_id_;
   std::vector<std::vector<int>> persistent_of_module_;
-  std::vector<int> to_release_;  // the visits' released tensors, freed after the module ran
+  std::vector<std::int64_t> to_free_;  // modules whose tensors were all released: freed after the math
+  std::vector<bool> fetched_;          // per tensor: copied into its module's current block
   bf16* grad_block_ = nullptr;   // the module in backward: autograd's gradients
   // Gradients: the reduce bucket, each tensor's offset in it, how full it is; the flush's
   // float64 norms, freed at the step's norm.

@@ -269,7 +269,6 @@ std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
          plan_.visits[v].forward == forward;
        ++v) {
     const DsVisit& visit = plan_.visits[v];
-    to_release_.insert(to_release_.end(), visit.released.begin(), visit.released.end());
     fetch(visit.fetch);
     if (visit.waits > 0 && last_fetch_ != nullptr) {
       const auto tw = Clock::now();
@@ -278,6 +277,11 @@ std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
     }
     if (last_fetch_ != nullptr) dev_.queue_wait(Queue::compute, *last_fetch_);
     fetch(visit.prefetch);
+    // DeepSpeed releases the leaf's tensors after it ran, before the next leaf's fetch (which
+    // may prefetch them again); the tool's module runs after all its leaves' visits, so its
+    // blocks are freed after the module's math, if nothing made them live again meanwhile.
+    const std::vector<std::int64_t> idle = residency_.release(visit.released);
+    to_free_.insert(to_free_.end(), idle.begin(), idle.end());
   }
   count_link_copies(module, forward ? CopyUse::fetch_forward : CopyUse::fetch_backward, before);
   return v;
@@ -293,8 +297,7 @@ void DeepSpeedRunner::forward() {
     dev_.record(task_start_[j], Queue::compute);
     counted_math(j, true, [&] { math_.forward(j, module_params(j), shared_weights(j)); });
     dev_.record(task_end_[j], Queue::compute);
-    free_blocks(residency_.release(to_release_));
-    to_release_.clear();
+    free_idle_blocks();
   }
   host_.forward = seconds_between(tf, Clock::now());
 }
@@ -318,15 +321,16 @@ void DeepSpeedRunner::backward() {
     });
     dev_.record(task_end_[M + j], Queue::compute);
     if (grad_block_ != nullptr) throw std::logic_error("deepspeed: a module's hooks did not run");
-    free_blocks(residency_.release(to_release_));
-    to_release_.clear();
+    free_idle_blocks();
   }
   // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for
   // the reduce stream. No hook issues it: its copies count with the module whose hooks ran last.
   const CountingDevice::Counts before = link_counts();
   while (next_flush_ < plan_.flushes.size()) flush(plan_.flushes[next_flush_++]);
   count_link_copies(plan_.epilogue_module(), CopyUse::gradients, before);
-  free_blocks(residency_.release_all());  // release_and_reset_all
+  const std::vector<std::int64_t> idle = residency_.release_all();  // release_and_reset_all
+  to_free_.insert(to_free_.end(), idle.begin(), idle.end());
+  free_idle_blocks();
   host_.backward = seconds_between(tb, Clock::now());
   phase_ = Phase::grad_offload;  // the host waits for the reduce stream
   const auto tw = Clock::now();
@@ -479,7 +483,7 @@ StepSample DeepSpeedRunner::run_step(int t) {
   reduce_events_.clear();
   next_flush_ = 0;
   bucket_fill_ = 0;
-  to_release_.clear();
+  to_free_.clear();
   for (ModuleDeviceOps& m : device_ops_)  // the last step's copies, like the math's counts
     m.fetch_forward = m.fetch_backward = m.grad_d2h = m.grad_h2d = 0;
   if (sharded()) comm_->barrier();  // the ranks start together: the slowest sets the time
