@@ -137,9 +137,9 @@ struct RunConfig {
   // segments), as a device of that size would allow; 0 = the device's own memory.
   std::uint64_t device_memory_bytes = 0;
   // --decoder: which kernels a --model decoder launches. auto: eager PyTorch's kernel sequence
-  // per module (src/step/decoder/eager_decoder.hpp) under --schedule deepspeed, which reproduces what
-  // DeepSpeed runs; the fused kernels under stock and overlap, which are the what-ifs. eager is
-  // refused elsewhere; fused is the fewer-launch what-if under deepspeed too.
+  // per module (src/step/decoder/eager_decoder.hpp) under --schedule deepspeed, which reproduces
+  // what DeepSpeed runs; the fused kernels under stock and overlap, which are the what-ifs. eager
+  // is refused elsewhere; fused is the fewer-launch what-if under deepspeed too.
   DecoderKernels decoder = DecoderKernels::automatic;
   Compat compat = Compat::v1;  // --compat
   bool dry_run = false;        // --dry-run: print the plan and the pre-flight verdict, run nothing

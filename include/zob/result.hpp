@@ -54,11 +54,11 @@ struct ThreadPlacement {
 
 // One rank of a multi-rank arm (--gpus N > 1): its own step times and phases.
 // --schedule deepspeed with --model: one module's device operations in a step (the decoder as
-// eager PyTorch launches it, src/step/decoder/eager_decoder.hpp): what the plan states and what went
-// through the Device, counted (kernels: kernel calls and fills; copies). The math's counts, then
-// DeepSpeed's own copies over the link attributed to the module (src/step/deepspeed/deepspeed_plan.hpp
-// DsModuleCopies: its visits' parameter fetches; its gradient hooks' bucket flushes, the
-// end-of-backward flush with the embedding's).
+// eager PyTorch launches it, src/step/decoder/eager_decoder.hpp): what the plan states and what
+// went through the Device, counted (kernels: kernel calls and fills; copies). The math's counts,
+// then DeepSpeed's own copies over the link attributed to the module
+// (src/step/deepspeed/deepspeed_plan.hpp DsModuleCopies: its visits' parameter fetches; its
+// gradient hooks' bucket flushes, the end-of-backward flush with the embedding's).
 struct ModuleDeviceOps {
   std::string module;  // the module's name: "embedding", "layers.0", ..., "head"
   std::int64_t plan_forward = 0, plan_backward = 0;

@@ -70,9 +70,9 @@ struct StepTraffic {
 StepTraffic step_traffic(const RunConfig& config);
 
 // --schedule deepspeed with --model: the Device calls one module of each kind makes per step,
-// [forward, backward] (the decoder as eager PyTorch launches it, src/step/decoder/eager_decoder.hpp);
-// what DRIVERRESULT's device_ops_plan states and each arm's device_ops counts. nullopt for the
-// other schedules and the synthetic model.
+// [forward, backward] (the decoder as eager PyTorch launches it,
+// src/step/decoder/eager_decoder.hpp); what DRIVERRESULT's device_ops_plan states and each arm's
+// device_ops counts. nullopt for the other schedules and the synthetic model.
 struct PlannedDeviceOps {
   std::int64_t embedding[2] = {}, layer[2] = {}, head[2] = {};
 };

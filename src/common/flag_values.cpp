@@ -72,10 +72,20 @@ double parse_seconds_flag(const std::string& flag, const std::string& text, doub
 
 std::uint64_t parse_bytes_flag(const std::string& flag, const std::string& text,
                                const char* zero_means) {
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},        {"B", 1},         {"KB", 1e3},      {"MB", 1e6},       {"GB", 1e9},
-      {"TB", 1e12},   {"K", 1e3},       {"M", 1e6},       {"G", 1e9},        {"T", 1e12},
-      {"KiB", 1024.}, {"MiB", 1048576.}, {"GiB", 1073741824.}, {"TiB", 1099511627776.}};
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"TB", 1e12},
+                                                          {"K", 1e3},
+                                                          {"M", 1e6},
+                                                          {"G", 1e9},
+                                                          {"T", 1e12},
+                                                          {"KiB", 1024.},
+                                                          {"MiB", 1048576.},
+                                                          {"GiB", 1073741824.},
+                                                          {"TiB", 1099511627776.}};
   const auto fail = [&] {
     return UsageError(fmt::format(
         "{} '{}' is not a size; give e.g. 24GB (10^9 bytes), 24GiB (2^30), 512MB or a number of "
@@ -93,8 +103,8 @@ std::uint64_t parse_bytes_flag(const std::string& flag, const std::string& text,
   if (scale == 0) throw fail();
   const double bytes = std::strtod(number.c_str(), nullptr) * scale;
   if (!std::isfinite(bytes) || bytes > limits::device_memory_bytes) {
-    throw UsageError(fmt::format("{} {} is out of range; give 0 ({}) to 1PB", flag, text,
-                                 zero_means));
+    throw UsageError(
+        fmt::format("{} {} is out of range; give 0 ({}) to 1PB", flag, text, zero_means));
   }
   return static_cast<std::uint64_t>(bytes);
 }

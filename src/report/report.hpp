@@ -38,11 +38,25 @@ nlohmann::ordered_json driver_result_json(const RunResult& run);
 // settings zob/settings.hpp marks `workload`, each as the hand-over writes it, and what
 // follows from them (model name, architecture, tokens_per_step, params). A unit test holds
 // the two lists together.
-inline constexpr const char* kWorkloadKeys[] = {
-    "model",       "architecture",    "vocab",  "hidden", "layers",   "batch",
-    "seq",         "tokens_per_step", "params", "steps",  "warmup",   "loop",
-    "chunk_elems", "sub_group_size",  "seed",   "gpus",   "schedule", "decoder",
-    "device_memory_bytes"};
+inline constexpr const char* kWorkloadKeys[] = {"model",
+                                                "architecture",
+                                                "vocab",
+                                                "hidden",
+                                                "layers",
+                                                "batch",
+                                                "seq",
+                                                "tokens_per_step",
+                                                "params",
+                                                "steps",
+                                                "warmup",
+                                                "loop",
+                                                "chunk_elems",
+                                                "sub_group_size",
+                                                "seed",
+                                                "gpus",
+                                                "schedule",
+                                                "decoder",
+                                                "device_memory_bytes"};
 inline constexpr const char* kWorkloadDerivedKeys[] = {"model", "architecture", "tokens_per_step",
                                                        "params", "decoder"};
 nlohmann::ordered_json workload_json(const RunConfig& config);

@@ -270,7 +270,8 @@ void from_json(const nlohmann::json& j, ArmResult& r) {
   r.step_avg_s = number_or_nan(j.at("step_avg_s"));
   r.step_min_s = number_or_nan(j.at("step_min_s"));
   r.gpu_peak_gb = number_or_nan(j.at("gpu_peak_gb"));
-  if (j.contains("gpu_reserved_peak_gb")) r.gpu_reserved_peak_gb = j.at("gpu_reserved_peak_gb").get<double>();
+  if (j.contains("gpu_reserved_peak_gb"))
+    r.gpu_reserved_peak_gb = j.at("gpu_reserved_peak_gb").get<double>();
   r.device_info = j.at("device_info").get<DeviceInfo>();
   r.loop = j.at("loop").get<std::string>();
   r.samples.clear();

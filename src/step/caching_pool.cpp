@@ -12,12 +12,12 @@ namespace zob::step_detail {
 namespace {
 
 // c10/cuda/CUDACachingAllocator.cpp's constants.
-constexpr std::uint64_t kMinBlockSize = 512;       // every request is rounded to a multiple
-constexpr std::uint64_t kSmallSize = 1 << 20;      // largest "small" request
-constexpr std::uint64_t kSmallBuffer = 2 << 20;    // a small segment
-constexpr std::uint64_t kLargeBuffer = 20 << 20;   // a segment for requests of < kMinLargeAlloc
+constexpr std::uint64_t kMinBlockSize = 512;      // every request is rounded to a multiple
+constexpr std::uint64_t kSmallSize = 1 << 20;     // largest "small" request
+constexpr std::uint64_t kSmallBuffer = 2 << 20;   // a small segment
+constexpr std::uint64_t kLargeBuffer = 20 << 20;  // a segment for requests of < kMinLargeAlloc
 constexpr std::uint64_t kMinLargeAlloc = 10 << 20;
-constexpr std::uint64_t kRoundLarge = 2 << 20;     // larger segments: multiples of this
+constexpr std::uint64_t kRoundLarge = 2 << 20;  // larger segments: multiples of this
 
 std::string mib(std::uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));

@@ -15,8 +15,8 @@
 // waits until the device has passed a fence recorded on every queue at that moment
 // (Device::event_done); only then may another request take it. `q` names the queue of its last
 // use; the fences on the other queues cover work on them that nothing ordered before q's
-// (a prefetch into a block that no module waited for), which H200 runs showed can race. A miss that the cap
-// would refuse first waits for those fences on the host, then returns wholly free segments.
+// (a prefetch into a block that no module waited for), which H200 runs showed can race. A miss that
+// the cap would refuse first waits for those fences on the host, then returns wholly free segments.
 #pragma once
 #include <cstdint>
 #include <deque>

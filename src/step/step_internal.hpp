@@ -49,8 +49,8 @@ struct DeviceSizes {
 
   std::uint64_t total() const {
     return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + hidden +
-           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss +
-           reduce_bucket + persistent + deepspeed_step + shard_stage + decoder + deepspeed_ranks;
+           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + reduce_bucket +
+           persistent + deepspeed_step + shard_stage + decoder + deepspeed_ranks;
   }
 };
 

@@ -1,8 +1,8 @@
 // The decoder transformer (--model): built-in configs and their Hugging Face parameter counts,
 // config.json reading, the layout, and the whole model's gradient on the CPU device against
 // finite differences of an independent double-precision forward written here.
-#include "step/step_internal.hpp"
 #include <gtest/gtest.h>
+#include "step/step_internal.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -121,8 +121,7 @@ void DeepSpeedRunner::add_to_bucket(int id, const bf16* grad) {
 void DeepSpeedRunner::check_bucket(const DsFlush& f) const {
   for (int id : f.tensors) {
     const auto i = static_cast<std::size_t>(id);
-    if (bucket_epoch_of_[i] != bucket_epoch_ ||
-        bucket_at_[i] + tensor(id).count > bucket_fill_) {
+    if (bucket_epoch_of_[i] != bucket_epoch_ || bucket_at_[i] + tensor(id).count > bucket_fill_) {
       throw std::logic_error(fmt::format(
           "deepspeed: flush {} names {}, which did not join this bucket (joined in bucket {}, "
           "at {} of {})",

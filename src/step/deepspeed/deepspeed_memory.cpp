@@ -142,7 +142,9 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
         held[static_cast<std::size_t>(m)] = true;
       }
     };
-    for (; v < plan.visits.size() && plan.visits[v].module == j && plan.visits[v].forward == forward; ++v) {
+    for (;
+         v < plan.visits.size() && plan.visits[v].module == j && plan.visits[v].forward == forward;
+         ++v) {
       const DsVisit& visit = plan.visits[v];
       group.push_back(&visit);
       if (blocks) {

@@ -211,15 +211,16 @@ class DeepSpeedRunner {
   std::vector<std::int64_t> persistent_at_;
   std::vector<int> shared_id_;
   std::vector<std::vector<int>> persistent_of_module_;
-  std::vector<std::int64_t> to_free_;  // modules whose tensors were all released: freed after the math
-  std::vector<bool> fetched_;          // per tensor: copied into its module's current block
-  bf16* grad_block_ = nullptr;   // the module in backward: autograd's gradients
+  std::vector<std::int64_t>
+      to_free_;                 // modules whose tensors were all released: freed after the math
+  std::vector<bool> fetched_;   // per tensor: copied into its module's current block
+  bf16* grad_block_ = nullptr;  // the module in backward: autograd's gradients
   // Gradients: the reduce bucket, each tensor's offset in it, how full it is; the flush's
   // float64 norms, freed at the step's norm.
   DeviceBuffer bucket_;
   std::vector<std::int64_t> bucket_at_;
   std::int64_t bucket_fill_ = 0;
-  std::int64_t bucket_epoch_ = 0;             // flushes so far (all steps)
+  std::int64_t bucket_epoch_ = 0;              // flushes so far (all steps)
   std::vector<std::int64_t> bucket_epoch_of_;  // per tensor: the bucket its gradient joined
   void check_bucket(const DsFlush& f) const;
   std::vector<void*> norm_scalars_;

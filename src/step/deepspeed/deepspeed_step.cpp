@@ -100,8 +100,7 @@ void DeepSpeedRunner::allocate_host() {
   exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
   if (offload()) {
     pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
-    partitions_ =
-        HostBuffer(P2, pinned, &dev_, "bf16 per-parameter partitions", pool_.get());
+    partitions_ = HostBuffer(P2, pinned, &dev_, "bf16 per-parameter partitions", pool_.get());
   }
   probe_.start(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
                exp_avg_sq_.as<float>(), P, *pool_, *comm_);
@@ -131,9 +130,10 @@ void DeepSpeedRunner::allocate_device() {
   allocate_param_blocks();
   if (sharded()) allocate_rank_buffers();
   // Data parallel: rank r trains on the micro-batch of token seed seed + r.
-  Device& math_device = uses_eager_decoder(cfg_)
-                            ? static_cast<Device&>(*(counting_ = std::make_unique<CountingDevice>(mem_)))
-                            : static_cast<Device&>(mem_);
+  Device& math_device =
+      uses_eager_decoder(cfg_)
+          ? static_cast<Device&>(*(counting_ = std::make_unique<CountingDevice>(mem_)))
+          : static_cast<Device&>(mem_);
   math_ =
       ModuleMath(math_device, cfg_, layout_, cfg_.seed + static_cast<std::uint64_t>(comm_->rank()));
   if (counting_) init_device_ops();
@@ -316,8 +316,8 @@ void DeepSpeedRunner::backward() {
     grad_block_ = static_cast<bf16*>(mem_.allocate(2 * static_cast<std::size_t>(m.count)));
     dev_.record(task_start_[M + j], Queue::compute);
     counted_math(j, false, [&] {
-      math_.backward(j, module_params(j), grad_block_, [&] { gradient_hooks(j); },
-                     shared_weights(j));
+      math_.backward(
+          j, module_params(j), grad_block_, [&] { gradient_hooks(j); }, shared_weights(j));
     });
     dev_.record(task_end_[M + j], Queue::compute);
     if (grad_block_ != nullptr) throw std::logic_error("deepspeed: a module's hooks did not run");
@@ -377,7 +377,8 @@ void DeepSpeedRunner::flush(const DsFlush& f) {
     const auto bytes = 2 * static_cast<std::size_t>(bucket_fill_);
     auto* cat = static_cast<bf16*>(mem_.allocate(bytes));
     dev_.copy_on_device(Queue::d2h, cat, bucket_.as<bf16>(), bytes);
-    for (int id : f.tensors) flush_tensor_copies(id, cat + bucket_at_[static_cast<std::size_t>(id)], nullptr);
+    for (int id : f.tensors)
+      flush_tensor_copies(id, cat + bucket_at_[static_cast<std::size_t>(id)], nullptr);
     mem_.deallocate_after(cat, Queue::d2h);
   }
   bucket_fill_ = 0;
