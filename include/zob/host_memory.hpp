@@ -23,10 +23,16 @@ const char* to_string(HostMemoryMode);
 // The mode of the pinned offload buffers in an arm (Adam states are always pageable).
 HostMemoryMode pinned_mode_for(Arm arm);
 
+// What PyTorch's CachingHostAllocator (pin_memory(), DeepSpeed's default pin backend) reserves
+// for a request of `bytes`: the next power of two, at least one page (DeepSpeed PR #8840: a
+// 3.73 GiB sub-group reserves 4.00 GiB).
+std::uint64_t caching_host_allocation(std::uint64_t bytes);
+
 class HostBuffer {
  public:
   HostBuffer() = default;
-  // Allocates `bytes` (rounded up to the page size; never to a power of two) in `mode`.
+  // Allocates `bytes` in `mode`, rounded up to the page size, and for device_host to
+  // caching_host_allocation's power of two (the hostalloc arm stands for PyTorch's pin_memory()).
   // `device` is needed for registered / device_host and ignored otherwise. `name` appears in
   // errors ("fp32 master: mlock of 2.1 GB refused (RLIMIT_MEMLOCK 8 MB); raise it with
   // ulimit -l unlimited"). On failure everything already done is undone before the throw.
@@ -77,7 +83,7 @@ struct HostMemoryCounters {
   std::uint64_t peak_registered_bytes = 0;
   std::uint64_t mapped_bytes = 0;  // every live HostBuffer, page-rounded, whatever its mode
   std::uint64_t peak_mapped_bytes = 0;
-  std::uint64_t runtime_pinned_bytes = 0;  // HostMemoryMode::device_host buffers, page-rounded
+  std::uint64_t runtime_pinned_bytes = 0;  // HostMemoryMode::device_host buffers, as allocated
 };
 HostMemoryCounters host_memory_counters();
 

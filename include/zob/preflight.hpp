@@ -3,6 +3,7 @@
 // through an arm with memory locked.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "zob/config.hpp"
 #include "zob/environment.hpp"
@@ -10,8 +11,32 @@
 
 namespace zob {
 
-// device_total_bytes: 0 when unknown. Throws UsageError naming the first shortfall.
+// What a run may allocate on one device: --device-memory where given (and below the device's
+// total), else the device's total; 0 when neither is known.
+std::uint64_t device_limit_bytes(const RunConfig& config, std::uint64_t device_total_bytes);
+
+// device_total_bytes: 0 when unknown. Each figure is checked against its own limit: the node's
+// host memory against MemAvailable, one rank's locked bytes against RLIMIT_MEMLOCK (per
+// process), one rank's device peak against device_limit_bytes. Throws UsageError naming the
+// first shortfall.
 void preflight_check(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
                      std::uint64_t device_total_bytes);
+
+// What DeepSpeed's own estimator (estimate_zero3_model_states_mem_needs_all_cold, the row with
+// this offload_param, offload_optimizer=cpu and zero_init=1) says a model needs, computed from
+// its published formula: model states only (no activations, no reduce bucket, no gradients in
+// flight, no allocator rounding), its CPU figure per node with a 1.5x buffer factor.
+struct DeepSpeedEstimate {
+  std::int64_t largest_layer_params = 0;  // the largest leaf module's own parameters
+  std::uint64_t cpu_bytes = 0, gpu_bytes = 0;
+};
+DeepSpeedEstimate deepspeed_estimate(const ModelShape& model, int gpus_per_node,
+                                     bool offload_param);
+
+// Where the pre-flight refuses: the largest --batch below config.batch that it lets through,
+// else the most --layers at --batch 1, as one phrase ("--batch 3 fits (the largest that
+// does)").
+std::string what_would_fit(const RunConfig& config, const HostEnvironment& host,
+                           std::uint64_t device_total_bytes);
 
 }  // namespace zob

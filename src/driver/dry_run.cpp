@@ -1,6 +1,7 @@
 #include "driver/dry_run.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -42,6 +43,34 @@ std::string module_summary(const ModelLayout& layout) {
 
 bool locks(Arm arm) { return arm == Arm::registered || arm == Arm::unregistered; }
 
+// "fp32 master 12.85 GB pinned, ..., bf16 per-parameter partitions 6.43 GB pinned (DeepSpeed
+// never reads it after initialisation)".
+std::string buffer_summary(const MemoryPlan& plan) {
+  std::string out;
+  for (const PlannedHostBuffer& b : plan.host_buffers) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {} {}{}", b.name, gb(b.bytes), b.pinned ? "pinned" : "pageable",
+                       b.read_after_init ? "" : " (DeepSpeed never reads it after initialisation)");
+  }
+  return out;
+}
+
+std::string memlock_text(const HostEnvironment& host) {
+  if (host.memlock_unlimited) return "unlimited";
+  return gb(host.memlock_limit) + (host.can_lock_without_limit ? ", CAP_IPC_LOCK lifts it" : "");
+}
+
+nlohmann::ordered_json buffers_json(const MemoryPlan& plan) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const PlannedHostBuffer& b : plan.host_buffers) {
+    out.push_back({{"name", b.name},
+                   {"bytes", b.bytes},
+                   {"pinned", b.pinned},
+                   {"read_after_init", b.read_after_init}});
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_dry_run(const RunConfig& config, const HostEnvironment& host, const DeviceInfo& device) {
@@ -64,24 +93,53 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
                                                           reason + ")"
                                                     : "refused: " + reason;
   const std::string model = model_name(config.model);
+  const std::uint64_t device_limit = device_limit_bytes(config, device.total_memory_bytes);
   std::string out = "dry run: nothing allocated, no arm started\n";
   out += fmt::format("model: {}, {} params ({:.3f} B); {}\n", model, layout.total,
                      static_cast<double>(layout.total) / 1e9, module_summary(layout));
-  out += fmt::format("step: {} loop, {} schedule, {} tokens/step, device {} ({}, {})\n",
+  out += fmt::format("step: {} loop, {} schedule, {} tokens/step, device {} ({}, {}){}\n",
                      to_string(config.loop), to_string(config.schedule), config.tokens(),
-                     device.backend, device.name, gb(device.total_memory_bytes));
+                     device.backend, device.name, gb(device.total_memory_bytes),
+                     config.device_memory_bytes > 0
+                         ? fmt::format(", --device-memory {}", gb(config.device_memory_bytes))
+                         : "");
+  out += plan.ranks > 1 ? fmt::format("per rank (each of {}, one process and one device each):\n",
+                                      plan.ranks)
+                        : "per rank (one process, one device):\n";
   nlohmann::ordered_json arms = nlohmann::ordered_json::object();
   for (Arm a : config.arms) {
     const std::uint64_t locked = locks(a) ? plan.host_pinned_bytes : 0;
-    const std::uint64_t mapped = plan.host_pinned_bytes + plan.host_pageable_bytes;
-    out += fmt::format("arm {:<14} host locked {:>10}{}, host mapped {:>10}, device {:>10}\n",
-                       arm_key(config, a), gb(locked), a == Arm::registered ? " (registered)" : "",
-                       gb(mapped), gb(plan.device_bytes));
+    const std::uint64_t runtime = a == Arm::hostalloc ? plan.hostalloc_pinned_bytes : 0;
+    const std::uint64_t mapped = (a == Arm::hostalloc ? runtime : plan.host_pinned_bytes) +
+                                 plan.host_pageable_bytes;
+    out += fmt::format(
+        "arm {:<14} host locked {:>10}{}, host mapped {:>10}, device {:>10}\n", arm_key(config, a),
+        gb(locked),
+        a == Arm::registered  ? " (registered)"
+        : a == Arm::hostalloc ? fmt::format(" ({} pinned by the runtime, powers of two)",
+                                            gb(runtime))
+                              : "",
+        gb(mapped), gb(plan.device_bytes));
     arms[arm_key(config, a)] = {{"host_locked_bytes", locked},
                                 {"host_registered_bytes", a == Arm::registered ? locked : 0},
+                                {"host_runtime_pinned_bytes", runtime},
                                 {"host_mapped_bytes", mapped},
                                 {"device_bytes", plan.device_bytes}};
   }
+  out += fmt::format("host buffers: {}\n", buffer_summary(plan));
+  out += fmt::format(
+      "memlock per process: {} needed by the registered/unregistered arms (RLIMIT_MEMLOCK {})\n",
+      gb(plan.host_pinned_bytes), memlock_text(host));
+  out += fmt::format("per node: host {} for {} rank{} (MemAvailable {}), device limit {}\n",
+                     gb(plan.host_node_bytes()), plan.ranks, plan.ranks == 1 ? "" : "s",
+                     gb(host.mem_available), gb(device_limit));
+  const DeepSpeedEstimate est = deepspeed_estimate(config.model, std::max(config.gpus, 1),
+                                                   config.loop == Loop::offload_param);
+  out += fmt::format(
+      "DeepSpeed's estimator (estimate_zero3_model_states_mem_needs_all_cold, offload_param={}, "
+      "offload_optimizer=cpu, zero_init=1): per CPU {}, per GPU {}; model states only: it leaves "
+      "out activations, the reduce bucket, gradients in flight and the allocators' rounding\n",
+      config.loop == Loop::offload_param ? "cpu" : "none", gb(est.cpu_bytes), gb(est.gpu_bytes));
   const auto ops = planned_device_ops(config);
   const nlohmann::ordered_json ops_json = device_ops_plan_json(config);
   if (ops) {
@@ -92,7 +150,9 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
         ops->head[1]);
   }
   out += fmt::format("pre-flight: {} (host MemAvailable {}, device {})\n", shown,
-                     gb(host.mem_available), gb(device.total_memory_bytes));
+                     gb(host.mem_available), gb(device_limit));
+  const std::string would_fit = ok ? "" : what_would_fit(config, host, device.total_memory_bytes);
+  if (!ok) out += fmt::format("what would fit: {}\n", would_fit);
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
   if (!config.json_path.empty()) {
@@ -103,15 +163,24 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
         {"dry_run", true},
         {"workload", dry_run_workload},
         {"plan",
-         {{"host_pinned_bytes", plan.host_pinned_bytes},
+         {{"ranks", plan.ranks},
+          {"host_pinned_bytes", plan.host_pinned_bytes},
           {"host_pageable_bytes", plan.host_pageable_bytes},
+          {"host_node_bytes", plan.host_node_bytes()},
           {"device_bytes", plan.device_bytes},
+          {"device_limit_bytes", device_limit},
+          {"host_buffers", buffers_json(plan)},
           {"arms", arms},
           {"device_ops", ops_json}}},
         {"preflight",
          {{"ok", ok},
           {"skipped", config.skip_preflight},
-          {"message", ok ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(verdict)}}}};
+          {"message", ok ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(verdict)},
+          {"would_fit", ok ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(would_fit)}}},
+        {"deepspeed_estimate",
+         {{"largest_layer_params", est.largest_layer_params},
+          {"cpu_bytes", est.cpu_bytes},
+          {"gpu_bytes", est.gpu_bytes}}}};
     write_file_atomically(config.json_path, j.dump(2) + "\n");
     std::fprintf(stderr, "zero3-offload-bench: wrote the dry run's plan to %s\n",
                  config.json_path.c_str());

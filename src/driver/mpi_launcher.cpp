@@ -83,7 +83,7 @@ int agree(const Status& mine, int rank) {
 }
 
 struct Place {
-  int rank = 0, size = 1, local_rank = 0, hosts = 1;
+  int rank = 0, size = 1, local_rank = 0, local_size = 1, hosts = 1;
 };
 
 Place place_in_world() {
@@ -93,6 +93,7 @@ Place place_in_world() {
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &p.local_rank);
+  MPI_Comm_size(local, &p.local_size);
   MPI_Comm_free(&local);
   const int first_on_host = p.local_rank == 0 ? 1 : 0;
   MPI_Allreduce(&first_on_host, &p.hosts, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -179,7 +180,7 @@ Status open_device(RunConfig& c, const Place& p, int device_index, std::unique_p
     c.device = parse_device_kind(device->info().backend);
     if (!c.skip_preflight || p.rank == 0) host = collect_host_environment();
     if (!c.skip_preflight) {
-      preflight_check(c, plan_memory(c), host, device->info().total_memory_bytes);
+      preflight_check(c, plan_memory(c, p.local_size), host, device->info().total_memory_bytes);
     }
   } catch (const std::exception& e) {
     return status_of(e, fmt::format("rank {} of {}: ", p.rank, p.size));

@@ -96,6 +96,12 @@ HostMemoryCounters host_memory_counters() {
           g_mapped.load(), g_peak_mapped.load(), g_runtime_pinned.load()};
 }
 
+std::uint64_t caching_host_allocation(std::uint64_t bytes) {
+  std::uint64_t rounded = page_size();
+  while (rounded < bytes && rounded <= UINT64_MAX / 2) rounded *= 2;
+  return rounded < bytes ? bytes : rounded;
+}
+
 HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name,
                        ThreadPool* first_touch)
     : bytes_(bytes),
@@ -108,7 +114,9 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
     throw DeviceError(DeviceErrorKind::out_of_memory,
                       fmt::format("{}: host buffer of {} bytes is too large", name_, bytes));
   }
-  mapped_bytes_ = round_up_to_page(std::max<std::size_t>(bytes, 1));
+  mapped_bytes_ = mode == HostMemoryMode::device_host
+                      ? static_cast<std::size_t>(caching_host_allocation(bytes))
+                      : round_up_to_page(std::max<std::size_t>(bytes, 1));
   if ((mode == HostMemoryMode::registered || mode == HostMemoryMode::device_host) &&
       device == nullptr) {
     throw UsageError(fmt::format("{}: host memory mode {} needs a device", name_, to_string(mode)));

@@ -15,33 +15,55 @@ std::string gb(std::uint64_t bytes) {
 
 bool arm_locks(Arm arm) { return arm == Arm::registered || arm == Arm::unregistered; }
 
+// "an arm" or "each of the 4 ranks of an arm": whose figure a message gives.
+std::string whose(const MemoryPlan& plan) {
+  return plan.ranks > 1 ? fmt::format("each of the {} ranks of an arm", plan.ranks) : "an arm";
+}
+
 }  // namespace
+
+std::uint64_t device_limit_bytes(const RunConfig& config, std::uint64_t device_total_bytes) {
+  if (config.device_memory_bytes == 0) return device_total_bytes;
+  if (device_total_bytes == 0) return config.device_memory_bytes;
+  return std::min(config.device_memory_bytes, device_total_bytes);
+}
 
 void preflight_check(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
                      std::uint64_t device_total_bytes) {
-  // Arms run one after another, so one arm's needs are what must fit.
-  const std::uint64_t host_needed = plan.host_pinned_bytes + plan.host_pageable_bytes;
+  // Arms run one after another, so one arm's needs are what must fit; its ranks run at once,
+  // all on this node (plan.ranks of them), each a process of its own.
+  const std::uint64_t host_needed = plan.host_node_bytes();
   if (host.mem_available > 0 && host_needed > host.mem_available) {
     throw UsageError(fmt::format(
-        "pre-flight: an arm needs {} of host memory ({} pinned + {} Adam states) but MemAvailable "
+        "pre-flight: {} {} of host memory ({} pinned + {} Adam states{}) but MemAvailable "
         "is {}; use a smaller {} (or --skip-preflight if you know better)",
-        gb(host_needed), gb(plan.host_pinned_bytes), gb(plan.host_pageable_bytes),
-        gb(host.mem_available), config.model.decoder() ? "--model" : "--hidden/--layers/--vocab"));
+        plan.ranks > 1 ? fmt::format("an arm's {} ranks need", plan.ranks) : "an arm needs",
+        gb(host_needed),
+        gb(plan.host_pinned_bytes), gb(plan.host_pageable_bytes),
+        plan.ranks > 1 ? " per rank" : "", gb(host.mem_available),
+        config.model.decoder() ? "--model" : "--hidden/--layers/--vocab"));
   }
+  // RLIMIT_MEMLOCK is per process: each rank locks its own share.
   const bool locks = std::any_of(config.arms.begin(), config.arms.end(), arm_locks);
   if (locks && !host.memlock_unlimited && !host.can_lock_without_limit &&
       plan.host_pinned_bytes > host.memlock_limit) {
     throw UsageError(fmt::format(
-        "pre-flight: the registered/unregistered arms lock {} ({} bytes) but RLIMIT_MEMLOCK is {} "
-        "bytes; raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf) or run "
-        "only --arms pageable,hostalloc",
-        gb(plan.host_pinned_bytes), plan.host_pinned_bytes, host.memlock_limit));
+        "pre-flight: the registered/unregistered arms lock {} ({} bytes) in {} but "
+        "RLIMIT_MEMLOCK (per process) is {} bytes; raise it (ulimit -l unlimited, or memlock in "
+        "/etc/security/limits.conf) or run only --arms pageable,hostalloc",
+        gb(plan.host_pinned_bytes), plan.host_pinned_bytes,
+        plan.ranks > 1 ? "each rank's process" : "the arm's process", host.memlock_limit));
   }
-  if (device_total_bytes > 0 && plan.device_bytes > device_total_bytes) {
+  const std::uint64_t limit = device_limit_bytes(config, device_total_bytes);
+  if (limit > 0 && plan.device_bytes > limit) {
+    const bool capped = config.device_memory_bytes > 0 && limit == config.device_memory_bytes;
     throw UsageError(fmt::format(
-        "pre-flight: the step needs about {} of device memory but the device has {}; use a "
-        "smaller model, batch or seq, or a smaller --chunk-elems",
-        gb(plan.device_bytes), gb(device_total_bytes)));
+        "pre-flight: {} needs {} of device memory at its peak but {} {}; use a smaller model, "
+        "--batch or --seq{}",
+        whose(plan), gb(plan.device_bytes), capped ? "--device-memory allows" : "the device has",
+        gb(limit),
+        config.loop == Loop::copy_back ? ", or --offload-param (parameters fetched per module)"
+                                       : ""));
   }
 }
 

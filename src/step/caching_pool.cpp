@@ -131,7 +131,21 @@ CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded) {
     collect_pending(true);  // under the cap: wait for the freed blocks rather than refuse
     b = find();
   }
-  if (b == nullptr) b = new_segment(rounded, small);
+  if (b == nullptr) {
+    try {
+      b = new_segment(rounded, small);
+    } catch (const DeviceError& e) {
+      // PyTorch's retry: wait for the blocks freed behind the queues, take one that fits, else
+      // give every wholly free segment back and ask once more.
+      if (e.kind() != DeviceErrorKind::out_of_memory) throw;
+      collect_pending(true);
+      b = find();
+      if (b == nullptr) {
+        release_free_segments();
+        b = new_segment(rounded, small);
+      }
+    }
+  }
   const std::uint64_t rest = b->size - rounded;
   if (small ? rest >= kMinBlockSize : rest > kSmallSize) {
     Block* r = new_block();
@@ -156,15 +170,7 @@ CachingPoolDevice::Block* CachingPoolDevice::new_segment(std::uint64_t rounded, 
   const std::uint64_t size = segment_size(rounded);
   if (cap_ > 0 && reserved_ + size > cap_) release_free_segments();
   if (cap_ > 0 && reserved_ + size > cap_) refuse(rounded, "--device-memory");
-  void* p = nullptr;
-  try {
-    p = inner().allocate(static_cast<std::size_t>(size));
-  } catch (const DeviceError& e) {
-    if (e.kind() != DeviceErrorKind::out_of_memory) throw;
-    collect_pending(true);  // PyTorch's retry after emptying its cache
-    release_free_segments();
-    p = inner().allocate(static_cast<std::size_t>(size));
-  }
+  void* p = inner().allocate(static_cast<std::size_t>(size));
   reserved_ += size;
   reserved_peak_ = std::max(reserved_peak_, reserved_);
   Block* b = new_block();

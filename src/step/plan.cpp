@@ -7,6 +7,7 @@
 #include "step/schedule_case.hpp"
 #include "step/step_internal.hpp"
 #include "zob/errors.hpp"
+#include "zob/host_memory.hpp"
 #include "zob/model.hpp"
 #include "zob/stats.hpp"
 #include "zob/step.hpp"
@@ -179,15 +180,27 @@ void StepBound::finish_physical(double median_wall_s, double fastest_wall_s) {
   b.physical_ratio = b.physical_s > 0 ? median_wall_s / b.physical_s : 0;
 }
 
-MemoryPlan plan_memory(const RunConfig& config) {
+MemoryPlan plan_memory(const RunConfig& config, int ranks_on_node) {
   const ModelLayout layout = ModelLayout::build(config.model);
-  const auto P = static_cast<std::uint64_t>(layout.total);
+  const int ranks = std::max(config.gpus, 1);
+  const step_detail::ScheduleCase& schedule = step_detail::schedule_case(config.schedule);
+  const std::uint64_t P = schedule.rank_params(config, layout, ranks);
   MemoryPlan plan;
-  plan.host_pinned_bytes = 4 * P + 4 * P;  // fp32 master + fp32 gradients
-  if (config.loop == Loop::offload_param) plan.host_pinned_bytes += 2 * P;  // bf16 params
-  plan.host_pageable_bytes = 4 * P + 4 * P;                                 // exp_avg + exp_avg_sq
-  step_detail::schedule_case(config.schedule).plan_host(config, P, plan);
-  plan.device_bytes = step_detail::device_sizes(config, layout).total();
+  plan.ranks = ranks_on_node > 0 ? ranks_on_node : ranks;
+  // The common host state (docs/anatomy.md section 3); the schedule changes it to its own.
+  plan.host_buffers = {{"fp32 master", 4 * P, true, true},
+                       {"fp32 gradients", 4 * P, true, true},
+                       {"Adam exp_avg", 4 * P, false, true},
+                       {"Adam exp_avg_sq", 4 * P, false, true}};
+  if (config.loop == Loop::offload_param) {
+    plan.host_buffers.push_back({"bf16 parameters", 2 * P, true, true});
+  }
+  schedule.plan_host(config, P, plan.host_buffers);
+  for (const PlannedHostBuffer& b : plan.host_buffers) {
+    (b.pinned ? plan.host_pinned_bytes : plan.host_pageable_bytes) += b.bytes;
+    if (b.pinned) plan.hostalloc_pinned_bytes += caching_host_allocation(b.bytes);
+  }
+  plan.device_bytes = step_detail::device_sizes(config, layout, ranks).total();
   return plan;
 }
 

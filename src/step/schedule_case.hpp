@@ -31,7 +31,13 @@ class ScheduleCase {
   // common step's) and the host memory of the arm (plan_memory has filled in the common one).
   virtual void plan_device(const RunConfig& config, const ModelLayout& layout, int ranks,
                            DeviceSizes& sizes) const = 0;
-  virtual void plan_host(const RunConfig& config, std::uint64_t params, MemoryPlan& plan) const = 0;
+  // `buffers`: the common host state of one rank of `params` parameters, which the case changes
+  // into the buffers its arm allocates.
+  virtual void plan_host(const RunConfig& config, std::uint64_t params,
+                         std::vector<PlannedHostBuffer>& buffers) const = 0;
+  // The parameters one rank of `ranks` holds on the host (padding included): ShardLayout's.
+  virtual std::uint64_t rank_params(const RunConfig& config, const ModelLayout& layout,
+                                    int ranks) const;
   // How it runs: one arm on one rank (final_master, if given, receives the fp32 master).
   virtual ArmResult run(const RunConfig& config, Arm arm, Device& device,
                         std::vector<float>* final_master) const = 0;
@@ -48,8 +54,9 @@ class ScheduleCase {
 inline void plan_bf16_copy_back_device(const RunConfig& c, DeviceSizes& s) {
   if (c.loop == Loop::copy_back) s.copy_temp = 0;
 }
-inline void plan_bf16_copy_back_host(const RunConfig& c, std::uint64_t P, MemoryPlan& plan) {
-  if (c.loop == Loop::copy_back) plan.host_pinned_bytes += 2 * P;
+inline void plan_bf16_copy_back_host(const RunConfig& c, std::uint64_t P,
+                                     std::vector<PlannedHostBuffer>& buffers) {
+  if (c.loop == Loop::copy_back) buffers.push_back({"bf16 parameters", 2 * P, true, true});
 }
 
 // The case of `schedule`, from the table; every Schedule has one (a unit test checks).

@@ -64,6 +64,11 @@ ArmResult run_rank_arm(const RunConfig& config, Arm arm, Device& device, Collect
   return run_partitioned_arm(config, arm, device, comm, data);
 }
 
+std::uint64_t step_detail::ScheduleCase::rank_params(const RunConfig&, const ModelLayout& layout,
+                                                     int ranks) const {
+  return static_cast<std::uint64_t>(ShardLayout::build(layout, ranks).total);
+}
+
 std::int64_t rank_shard_elems(const ModelShape& model, int ranks) {
   return ShardLayout::build(ModelLayout::build(model), ranks).total;
 }

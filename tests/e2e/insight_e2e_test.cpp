@@ -250,7 +250,7 @@ TEST(Insight, PreflightRefusesLockingArmsUnderALowMemlockLimit) {
   ASSERT_NE(refused.rc, 126) << "could not drop CAP_IPC_LOCK / lower RLIMIT_MEMLOCK";
   EXPECT_EQ(refused.rc, 2) << refused.err;
   EXPECT_TRUE(refused.out.empty()) << refused.out;
-  expect_one_error_line(refused, "RLIMIT_MEMLOCK is 1048576 bytes");
+  expect_one_error_line(refused, "RLIMIT_MEMLOCK (per process) is 1048576 bytes");
   EXPECT_NE(refused.err.find("pre-flight"), std::string::npos);
 
   auto unlocked = args;

@@ -276,4 +276,92 @@ TEST(SchedE2E, DryRunPrintsThePlanAndThePreflightVerdict) {
   EXPECT_NE(refused.err.find("MemAvailable"), std::string::npos) << refused.err;
 }
 
+// --device-memory through the real binary (issue 36), the deepspeed schedule under
+// --offload-param on the CPU device: the dry run's plan is the run's peak (within 5 %), a cap
+// 5 % above it runs, a cap 5 % below it is refused by the pre-flight (exit 2, nothing started)
+// and, with --skip-preflight, by the caching pool in the arm (exit 1, naming the flag); the dry
+// run's "what would fit" batch fits and the next one does not.
+std::vector<std::string> capped_run(std::uint64_t cap, std::vector<std::string> more = {}) {
+  std::vector<std::string> a{"--device",   "cpu",    "--schedule", "deepspeed", "--offload-param",
+                             "--hidden",   "128",    "--layers",   "3",         "--vocab",
+                             "4096",       "--seq",  "64",         "--arms",    "pageable",
+                             "--steps",    "2",      "--warmup",   "1",         "--threads",
+                             "2",          "--device-memory", std::to_string(cap)};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+std::uint64_t planned_device_bytes(const std::vector<std::string>& args) {
+  const std::string json = ::testing::TempDir() + "zob_device_memory_plan.json";
+  std::vector<std::string> a = args;
+  a.insert(a.end(), {"--dry-run", "--json", json});
+  const BenchRun r = run_bench(a);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  std::ifstream in(json);
+  if (!in) return 0;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::remove(json.c_str());
+  return j.at("plan").at("device_bytes").get<std::uint64_t>();
+}
+
+TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
+  const std::uint64_t plan = planned_device_bytes(capped_run(1ull << 40, {"--batch", "8"}));
+  ASSERT_GT(plan, 0u);
+  const auto cap = [&](double f) { return static_cast<std::uint64_t>(static_cast<double>(plan) * f); };
+
+  const BenchRun ran = run_bench(capped_run(cap(1.05), {"--batch", "8"}), {}, nullptr, 110);
+  ASSERT_EQ(ran.rc, 0) << ran.err;
+  const nlohmann::json j = driver_result(ran.out);
+  ASSERT_TRUE(j.is_object()) << ran.out;
+  EXPECT_EQ(j.at("workload").at("device_memory_bytes").get<std::uint64_t>(), cap(1.05));
+  const double peak = j.at("pageable").at("gpu_peak_gb").get<double>() * 1e9;
+  EXPECT_NEAR(peak / static_cast<double>(plan), 1.0, 0.05) << "plan " << plan << " peak " << peak;
+  EXPECT_LE(j.at("pageable").at("gpu_reserved_peak_gb").get<double>() * 1e9,
+            static_cast<double>(cap(1.05)) + 1e6);
+
+  const BenchRun refused = run_bench(capped_run(cap(0.95), {"--batch", "8"}));
+  EXPECT_EQ(refused.rc, 2) << refused.err;
+  zob_e2e::expect_one_error_line(refused, "--device-memory allows");
+  EXPECT_EQ(refused.err.find("step 1/"), std::string::npos) << "an arm ran: " << refused.err;
+
+  const BenchRun pool = run_bench(capped_run(cap(0.95), {"--batch", "8", "--skip-preflight"}),
+                                  {}, nullptr, 110);
+  EXPECT_EQ(pool.rc, 1) << pool.err;
+  const nlohmann::json failed = driver_result(pool.out);
+  ASSERT_TRUE(failed.is_object()) << pool.out;
+  EXPECT_EQ(failed.at("pageable").at("ok"), false);
+  EXPECT_NE(failed.at("pageable").at("error").get<std::string>().find("--device-memory"),
+            std::string::npos)
+      << failed.at("pageable").at("error");
+
+  // What would fit: a shape whose activations outweigh the reduce bucket (dry runs only, no
+  // step), capped between its batch-1 and batch-16 plans; the batch it names passes the
+  // pre-flight and the next one does not.
+  const std::vector<std::string> big{"--device", "cpu",  "--schedule", "deepspeed",
+                                     "--offload-param", "--hidden", "2048", "--layers", "8",
+                                     "--seq", "2048"};
+  const auto with = [&](std::uint64_t limit, int batch) {
+    std::vector<std::string> a = big;
+    a.insert(a.end(), {"--dry-run", "--device-memory", std::to_string(limit), "--batch",
+                       std::to_string(batch)});
+    return a;
+  };
+  const auto plan_at = [&](int batch) {
+    std::vector<std::string> a = big;
+    a.insert(a.end(), {"--batch", std::to_string(batch)});
+    return planned_device_bytes(a);
+  };
+  const std::uint64_t limit = (plan_at(1) + plan_at(16)) / 2;
+  const BenchRun advice = run_bench(with(limit, 16));
+  EXPECT_EQ(advice.rc, 2) << advice.out;
+  const std::string tag = "what would fit: --batch ";
+  const auto at = advice.out.find(tag);
+  ASSERT_NE(at, std::string::npos) << advice.out;
+  const int batch = std::stoi(advice.out.substr(at + tag.size()));
+  ASSERT_GE(batch, 1);
+  ASSERT_LT(batch, 16);
+  EXPECT_EQ(run_bench(with(limit, batch)).rc, 0);
+  EXPECT_EQ(run_bench(with(limit, batch + 1)).rc, 2);
+}
+
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
+#include "step/caching_pool.hpp"
 #include "step/decoder/module_math.hpp"
 #include "zob/bf16.hpp"
 #include "zob/model.hpp"
@@ -207,9 +208,11 @@ TEST_P(DecoderGradient, MatchesFiniteDifferencesOfADoubleForward) {
   c.schedule = schedule;
   const ModelLayout L = ModelLayout::build(c.model);
   const std::vector<bf16> w = fresh_weights(L, gen);
-  CpuDevice dev(2);
+  CpuDevice cpu(2);
+  // deepspeed's per-layer activation blocks come from its caching pool (the others' too here).
+  step_detail::CachingPoolDevice dev(cpu, 0);
   const std::uint64_t token_seed = gen();
-  step_detail::ModuleMath math(dev, c, L, token_seed);
+  step_detail::ModuleMath math(dev, c, L, token_seed, &dev);
   std::vector<bf16> g(w.size());
   const auto M = static_cast<std::int64_t>(L.modules.size());
   const bf16* table = w.data();  // the embedding: the tied head's shared tensor

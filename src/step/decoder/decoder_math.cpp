@@ -9,7 +9,9 @@
 // kernels instead (eager_decoder.hpp); its bf16 roundings differ from the fused kernels' one.
 #include "step/decoder/decoder_math.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 
 namespace zob::step_detail {
@@ -88,32 +90,43 @@ ScratchOffsets scratch_offsets(const Dims& d) {
 
 }  // namespace
 
+bool activations_per_layer(const RunConfig& c) { return c.schedule == Schedule::deepspeed; }
+
 DecoderSizes decoder_sizes(const RunConfig& c) {
   const Dims d = dims_of(c);
   DecoderSizes s;
+  const bool blocks = activations_per_layer(c);
+  const std::uint64_t n = static_cast<std::uint64_t>(c.model.layers);
   s.saved_per_layer = saved_offsets(d).end;
-  s.saved_layers = s.saved_per_layer * static_cast<std::uint64_t>(c.model.layers);
+  s.saved_layers = blocks ? 0 : s.saved_per_layer * n;
   s.head_saved = padded(4 * d.T) + padded(2 * d.T * d.h);
   s.scratch = scratch_offsets(d).end;
   if (c.model.arch.tie_embeddings)
     s.tied_grad = 2 * static_cast<std::uint64_t>(c.model.vocab) * d.h;
+  const std::uint64_t eager_per_layer = uses_eager_decoder(c) ? eager_saved_bytes_per_layer(c) : 0;
   if (uses_eager_decoder(c)) {
-    s.eager = eager_saved_bytes_per_layer(c) * static_cast<std::uint64_t>(c.model.layers) +
-              padded(2 * d.T * d.h) + padded(4 * d.T * d.h) + eager_scratch_bytes(c);
+    s.eager = (blocks ? 0 : eager_per_layer * n) + padded(2 * d.T * d.h) + padded(4 * d.T * d.h) +
+              eager_scratch_bytes(c);
   }
+  if (blocks) s.layer_block = s.saved_per_layer + eager_per_layer;
   return s;
 }
 
 DecoderMath::DecoderMath(Device& dev, const RunConfig& c, bf16* hidden_stack, bf16* logits,
                          float* loss, bf16* dy, const std::int32_t* ids,
-                         const EmbeddingGradIndex& index)
+                         const EmbeddingGradIndex& index, CachingPoolDevice* pool)
     : dev_(&dev),
       hidden_(hidden_stack),
       logits_(logits),
       loss_(loss),
       dy_(dy),
       ids_(ids),
-      index_(index) {
+      index_(index),
+      pool_(pool) {
+  if (activations_per_layer(c) && pool_ == nullptr) {
+    throw std::logic_error("decoder: per-layer activations without a caching pool");
+  }
+  if (!activations_per_layer(c)) pool_ = nullptr;
   const DecoderArch& a = c.model.arch;
   B_ = c.batch;
   S_ = c.seq;
@@ -158,7 +171,7 @@ void DecoderMath::set_layer_offsets() {
 }
 
 // Allocates the saved activations, the head's, the scratch and the tied gradient, and points
-// saved0_ / sc_ / xf_ / rstd_f_ into them.
+// saved_at_ / sc_ / xf_ / rstd_f_ into them (or, per-layer blocks, into its offsets).
 void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   const DecoderSizes s = decoder_sizes(c);
   saved_ = DeviceBuffer(dev, s.saved_layers);
@@ -168,21 +181,11 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   const Dims d = dims_of(c);
   const SavedOffsets so = saved_offsets(d);
   saved_stride_ = so.end;
-  char* sv = saved_.as<char>();
+  const std::uint64_t at[13] = {so.xn1, so.qh,   so.kh, so.vh,  so.probs, so.attn,  so.xmid,
+                                so.xn2, so.gate, so.up, so.act, so.rstd1, so.rstd2};
+  std::copy(std::begin(at), std::end(at), std::begin(saved_at_));
   const auto b = [](char* base, std::uint64_t off) { return reinterpret_cast<bf16*>(base + off); };
-  saved0_ = {b(sv, so.xn1),
-             b(sv, so.qh),
-             b(sv, so.kh),
-             b(sv, so.vh),
-             b(sv, so.probs),
-             b(sv, so.attn),
-             b(sv, so.xmid),
-             b(sv, so.xn2),
-             b(sv, so.gate),
-             b(sv, so.up),
-             b(sv, so.act),
-             reinterpret_cast<float*>(sv + so.rstd1),
-             reinterpret_cast<float*>(sv + so.rstd2)};
+  if (pool_ != nullptr) layer_blocks_.assign(static_cast<std::size_t>(n_), nullptr);
   const ScratchOffsets co = scratch_offsets(d);
   char* sc = scratch_.as<char>();
   sc_ = {{b(sc, co.t[0]), b(sc, co.t[1]), b(sc, co.t[2]), b(sc, co.t[3])},
@@ -198,8 +201,9 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   xf_ = b(head_saved_.as<char>(), padded(4 * d.T));
   eager_ = uses_eager_decoder(c);
   if (eager_) {
-    const std::uint64_t per_layer = eager_saved_bytes_per_layer(c);
-    const std::uint64_t layers = per_layer * static_cast<std::uint64_t>(n_);
+    eager_stride_ = eager_saved_bytes_per_layer(c);
+    const std::uint64_t layers =
+        pool_ != nullptr ? 0 : eager_stride_ * static_cast<std::uint64_t>(n_);
     eager_saved_ = DeviceBuffer(dev, layers + padded(2 * d.T * d.h) + padded(4 * d.T * d.h));
     xhat_f_ = b(eager_saved_.as<char>(), layers);
     x32_f_ = reinterpret_cast<float*>(eager_saved_.as<char>() + layers + padded(2 * d.T * d.h));
@@ -213,8 +217,9 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
 DecoderMath::EagerSaved DecoderMath::eager_saved(std::int64_t layer) const {
   const std::uint64_t th = static_cast<std::uint64_t>(T_ * h_);
   const std::uint64_t f32 = padded(4 * th), b16 = padded(2 * th);
-  const std::uint64_t stride = 2 * f32 + 2 * b16 + padded(2 * static_cast<std::uint64_t>(T_ * F_));
-  char* at = eager_saved_.as<char>() + static_cast<std::uint64_t>(layer) * stride;
+  char* at = pool_ != nullptr
+                 ? layer_base(layer) + saved_stride_
+                 : eager_saved_.as<char>() + static_cast<std::uint64_t>(layer) * eager_stride_;
   return {reinterpret_cast<float*>(at), reinterpret_cast<float*>(at + f32),
           reinterpret_cast<bf16*>(at + 2 * f32), reinterpret_cast<bf16*>(at + 2 * f32 + b16),
           reinterpret_cast<bf16*>(at + 2 * f32 + 2 * b16)};
@@ -270,17 +275,40 @@ void DecoderMath::heads_backward(const bf16* dqh, const bf16* dkh, const bf16* d
   dev_->from_heads(dvh, dv, B_, S_, K_, D_, rep, 0.0);
 }
 
+DecoderMath::~DecoderMath() {
+  for (void* block : layer_blocks_) {
+    if (block != nullptr) pool_->deallocate(block);  // the arm is over: nothing runs any more
+  }
+}
+
+char* DecoderMath::layer_base(std::int64_t layer) const {
+  if (pool_ == nullptr) return saved_.as<char>() + static_cast<std::uint64_t>(layer) * saved_stride_;
+  char* block = static_cast<char*>(layer_blocks_[static_cast<std::size_t>(layer)]);
+  if (block == nullptr) throw std::logic_error("decoder: a layer's activations read outside its block's life");
+  return block;
+}
+
+// Taken before the layer's forward; a block left by a step that failed half-way is reused.
+void DecoderMath::take_layer_block(std::int64_t layer) const {
+  if (pool_ == nullptr) return;
+  void*& block = layer_blocks_[static_cast<std::size_t>(layer)];
+  if (block == nullptr) block = pool_->allocate(static_cast<std::size_t>(saved_stride_ + eager_stride_));
+}
+
+// Given back once the layer's backward is enqueued: reusable when the compute queue (and every
+// other, caching_pool.hpp) has passed it.
+void DecoderMath::give_layer_block(std::int64_t layer) const {
+  if (pool_ == nullptr) return;
+  void*& block = layer_blocks_[static_cast<std::size_t>(layer)];
+  pool_->deallocate_after(block, Queue::compute);
+  block = nullptr;
+}
+
 DecoderMath::Saved DecoderMath::saved(std::int64_t layer) const {
-  const std::uint64_t shift = static_cast<std::uint64_t>(layer) * saved_stride_;
-  const auto b = [&](bf16* p) {
-    return reinterpret_cast<bf16*>(reinterpret_cast<char*>(p) + shift);
-  };
-  const auto f = [&](float* p) {
-    return reinterpret_cast<float*>(reinterpret_cast<char*>(p) + shift);
-  };
-  const Saved& z = saved0_;
-  return {b(z.xn1), b(z.qh),   b(z.kh), b(z.vh),  b(z.probs), b(z.attn), b(z.xmid),
-          b(z.xn2), b(z.gate), b(z.up), b(z.act), f(z.rstd1), f(z.rstd2)};
+  char* base = layer_base(layer);
+  const auto b = [&](int i) { return reinterpret_cast<bf16*>(base + saved_at_[i]); };
+  const auto f = [&](int i) { return reinterpret_cast<float*>(base + saved_at_[i]); };
+  return {b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8), b(9), b(10), f(11), f(12)};
 }
 
 void DecoderMath::linear(const bf16* x, const bf16* w, bf16* y, std::int64_t rows, std::int64_t in,
@@ -297,6 +325,7 @@ void DecoderMath::forward(std::int64_t j, const bf16* w, const bf16* shared) con
     }
     head_forward(w, tied_ ? shared : w + h_);
   } else {
+    take_layer_block(j - 1);
     layer_forward(j - 1, w);
   }
 }
@@ -316,6 +345,7 @@ void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
     if (grads_done) grads_done();
   } else {
     layer_backward(j - 1, w, g, grads_done);
+    give_layer_block(j - 1);
   }
 }
 

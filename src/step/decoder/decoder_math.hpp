@@ -5,7 +5,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
+#include "step/caching_pool.hpp"
 #include "step/decoder/eager_decoder.hpp"
 #include "step/device_buffer.hpp"
 #include "zob/config.hpp"
@@ -16,25 +18,38 @@ namespace zob::step_detail {
 
 // Device bytes of the decoder's activations (what backward reads, per layer) and its scratch.
 // The hidden-state stack x_0..x_n and the logits are DeviceSizes::hidden / logits.
+// Under --schedule deepspeed (activations_per_layer) a layer's saved activations are one block
+// of its caching pool, taken in the layer's forward and given back after its backward, as eager
+// PyTorch frees what autograd saved: layer_block bytes, which saved_layers and eager then leave
+// out (deepspeed_memory.hpp's walk counts them).
 struct DecoderSizes {
   std::uint64_t saved_per_layer = 0;  // xn1, Q/K/V heads, probs, attn, x_mid, xn2, gate, up,
                                       // act (bf16) and the two rstd rows (fp32)
-  std::uint64_t saved_layers = 0;     // saved_per_layer * layers
+  std::uint64_t saved_layers = 0;     // saved_per_layer * layers; 0 with per-layer blocks
+  std::uint64_t layer_block = 0;      // per-layer blocks: saved_per_layer + the eager ones
   std::uint64_t head_saved = 0;       // the final norm's output and rstd
   std::uint64_t scratch = 0;          // forward / backward temporaries of one layer
   std::uint64_t tied_grad = 0;        // tied lm_head: its gradient until the embedding's
   // --schedule deepspeed's eager decoder (eager_decoder.hpp): what it saves beyond the above
-  // (every layer's and the head's) and its scratch; 0 for the other schedules.
+  // (every layer's unless in per-layer blocks, and the head's) and its scratch; 0 for the
+  // other schedules.
   std::uint64_t eager = 0;
   std::uint64_t total() const { return saved_layers + head_saved + scratch + tied_grad + eager; }
 };
 DecoderSizes decoder_sizes(const RunConfig& config);
+// Whether a layer's saved activations live in a pool block of their own (--schedule deepspeed).
+bool activations_per_layer(const RunConfig& config);
 
 class DecoderMath {
  public:
   // Allocates the buffers of decoder_sizes; `ids` and `index` live in the caller's buffers.
+  // `pool`: where the per-layer blocks come from (required when activations_per_layer).
   DecoderMath(Device& dev, const RunConfig& config, bf16* hidden_stack, bf16* logits, float* loss,
-              bf16* dy, const std::int32_t* ids, const EmbeddingGradIndex& index);
+              bf16* dy, const std::int32_t* ids, const EmbeddingGradIndex& index,
+              CachingPoolDevice* pool = nullptr);
+  ~DecoderMath();
+  DecoderMath(const DecoderMath&) = delete;
+  DecoderMath& operator=(const DecoderMath&) = delete;
 
   // As ModuleMath's; `shared` is the embedding table when the head is tied (required then).
   void forward(std::int64_t j, const bf16* w, const bf16* shared) const;
@@ -64,6 +79,11 @@ class DecoderMath {
   };
   void set_layer_offsets();
   void place_buffers(Device& dev, const RunConfig& config);
+  // Layer i's saved activations (and after them its eager ones): its pool block, or its slice
+  // of saved_ / eager_saved_.
+  char* layer_base(std::int64_t layer) const;
+  void take_layer_block(std::int64_t layer) const;
+  void give_layer_block(std::int64_t layer) const;
   Saved saved(std::int64_t layer) const;
   bf16* x(std::int64_t i) const { return hidden_ + i * T_ * h_; }
   void layer_forward(std::int64_t layer, const bf16* w) const;
@@ -100,8 +120,12 @@ class DecoderMath {
   const std::int32_t* ids_;
   EmbeddingGradIndex index_;
   DeviceBuffer saved_, head_saved_, scratch_, tied_grad_;
-  Saved saved0_{};  // layer 0's; layer i's are i * saved_stride_ bytes on
+  // Byte offsets in a layer's activations of Saved's members, in their order.
+  std::uint64_t saved_at_[13] = {};
   std::uint64_t saved_stride_ = 0;
+  std::uint64_t eager_stride_ = 0;  // eager_saved_bytes_per_layer
+  CachingPoolDevice* pool_ = nullptr;
+  mutable std::vector<void*> layer_blocks_;  // per-layer blocks; empty without the pool
   Scratch sc_{};
   bf16* xf_ = nullptr;       // the final norm's output [T,h]
   float* rstd_f_ = nullptr;  // and its rstd [T]

@@ -8,7 +8,7 @@
 namespace zob::step_detail {
 
 ModuleMath::ModuleMath(Device& dev, const RunConfig& c, const ModelLayout& layout,
-                       std::uint64_t token_seed)
+                       std::uint64_t token_seed, CachingPoolDevice* pool)
     : dev_(&dev) {
   T_ = c.tokens();
   h_ = c.model.hidden;
@@ -56,7 +56,7 @@ ModuleMath::ModuleMath(Device& dev, const RunConfig& c, const ModelLayout& layou
   if (c.model.decoder()) {
     decoder_ =
         std::make_unique<DecoderMath>(dev, c, xs_.as<bf16>(), logits_.as<bf16>(), loss_.as<float>(),
-                                      dy_.as<bf16>(), ids_.as<std::int32_t>(), index_);
+                                      dy_.as<bf16>(), ids_.as<std::int32_t>(), index_, pool);
   }
 }
 

@@ -20,8 +20,10 @@ class ModuleMath {
   ModuleMath() = default;
   // Allocates the activation buffers (sizes of device_sizes), then uploads the token ids of
   // token_seed and their embedding-gradient index; returns with the device idle.
+  // `pool`: the caching pool a --model decoder takes its per-layer activation blocks from
+  // (activations_per_layer, decoder_math.hpp: --schedule deepspeed, where it is required).
   ModuleMath(Device& dev, const RunConfig& config, const ModelLayout& layout,
-             std::uint64_t token_seed);
+             std::uint64_t token_seed, CachingPoolDevice* pool = nullptr);
 
   // Module j (0: embedding, 1..n: blocks, n+1: head) with its bf16 parameters w. `shared`:
   // the module's shared tensors (ModuleSlice::shared: a --model decoder's tied lm_head, the

@@ -93,8 +93,13 @@ struct Walk {
 }  // namespace
 
 DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout, int ranks,
-                            const std::vector<std::int64_t>& partition_elems) {
+                            const std::vector<std::int64_t>& partition_elems,
+                            std::uint64_t layer_block) {
   const auto M = static_cast<std::int64_t>(layout.modules.size());
+  // Modules 1..M-2 are the decoder's layers (0: the embedding, M-1: the head).
+  const auto layer_block_of = [&](std::int64_t j) {
+    return j > 0 && j < M - 1 ? layer_block : std::uint64_t{0};
+  };
   const auto module_bytes = [&](std::int64_t j) {
     return 2 * static_cast<std::uint64_t>(layout.modules[static_cast<std::size_t>(j)].count);
   };
@@ -153,6 +158,7 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
         for (std::int64_t m : res.release(visit.released)) idle.push_back(m);
       }
     }
+    if (forward && layer_block_of(j) > 0) w.take(layer_block_of(j));  // what autograd saves
     if (!forward) {
       w.take(module_bytes(j));  // autograd's gradients of the module
       for (const DsVisit* visit : group) {
@@ -161,6 +167,7 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
         }
       }
       w.give(module_bytes(j));
+      if (layer_block_of(j) > 0) w.give(layer_block_of(j));
     }
     free_idle(idle);
   }

@@ -59,12 +59,15 @@ std::int64_t ds_bucket_elems(const DeepSpeedPlan& plan, const DeepSpeedKnobs& kn
 std::int64_t ds_norm_view_elems(std::int64_t n);
 
 // One step's device allocations beyond the arm's fixed buffers, walked in the runner's order
-// with the pool's rounding: the most allocated at once (bytes). `tensor_elems(id)`: the
-// elements of tensor id's partition on this rank (one rank: the tensor).
+// with the pool's rounding: the most allocated at once (bytes). `partition_elems[id]`: the
+// elements of tensor id's partition on this rank (one rank: the tensor). `layer_block`: a
+// decoder layer's saved activations (DecoderSizes::layer_block), taken in its forward and given
+// back after its backward; 0 for the synthetic model, whose activations are fixed buffers.
 struct DsStepMemory {
   std::uint64_t peak = 0;
 };
 DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout, int ranks,
-                            const std::vector<std::int64_t>& partition_elems);
+                            const std::vector<std::int64_t>& partition_elems,
+                            std::uint64_t layer_block = 0);
 
 }  // namespace zob::step_detail

@@ -134,8 +134,8 @@ void DeepSpeedRunner::allocate_device() {
       uses_eager_decoder(cfg_)
           ? static_cast<Device&>(*(counting_ = std::make_unique<CountingDevice>(mem_)))
           : static_cast<Device&>(mem_);
-  math_ =
-      ModuleMath(math_device, cfg_, layout_, cfg_.seed + static_cast<std::uint64_t>(comm_->rank()));
+  math_ = ModuleMath(math_device, cfg_, layout_,
+                     cfg_.seed + static_cast<std::uint64_t>(comm_->rank()), &mem_);
   if (counting_) init_device_ops();
 }
 

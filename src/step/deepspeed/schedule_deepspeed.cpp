@@ -7,6 +7,7 @@
 
 #include "step/arm_harness.hpp"
 #include "step/caching_pool.hpp"
+#include "step/decoder/decoder_math.hpp"
 #include "step/deepspeed/deepspeed_memory.hpp"
 #include "step/deepspeed/deepspeed_runner.hpp"
 #include "step/ranks/rank_arm.hpp"
@@ -34,20 +35,31 @@ class DeepSpeedCase final : public ScheduleCase {
     s.param_slot = s.grad_slot_bf16 = s.grad_slot_f32 = 0;
     s.reduce_bucket = CachingPoolDevice::fresh_block_size(2 * u(ds_bucket_elems(plan, knobs)));
     if (blocks) s.persistent = ds_persistent_bytes(plan, layout);
-    s.deepspeed_step = ds_step_memory(plan, layout, ranks, parts.rank_elems(plan)).peak;
+    const std::uint64_t layer_block = c.model.decoder() ? decoder_sizes(c).layer_block : 0;
+    s.deepspeed_step =
+        ds_step_memory(plan, layout, ranks, parts.rank_elems(plan), layer_block).peak;
     if (ranks > 1) {  // DeepSpeed's per-tensor partitions, not the ShardLayout
       s.deepspeed_ranks = ds_rank_buffers(plan, parts).total();
       if (c.loop == Loop::copy_back) s.copy_temp = 4 * std::min(u(c.chunk_elems), u(parts.total));
     }
   }
 
-  void plan_host(const RunConfig& c, std::uint64_t P, MemoryPlan& plan) const override {
-    plan.host_pinned_bytes += 2 * P;      // DeepSpeed's pinned bf16 gradient partition
-    if (c.loop == Loop::offload_param) {  // its fp32 master is plain memory there
-      plan.host_pinned_bytes -= 4 * P;
-      plan.host_pageable_bytes += 4 * P;
-      plan.host_pinned_bytes += 2 * P;  // the per-parameter bf16 partitions, never read again
+  // As DeepSpeedRunner::allocate_host (deepspeed_step.cpp) allocates them.
+  void plan_host(const RunConfig& c, std::uint64_t P,
+                 std::vector<PlannedHostBuffer>& buffers) const override {
+    for (PlannedHostBuffer& b : buffers) {  // offload_param: its fp32 master is plain memory
+      if (b.name == "fp32 master" && c.loop == Loop::offload_param) b.pinned = false;
     }
+    buffers.insert(buffers.begin() + 2, {"bf16 gradient partition", 2 * P, true, true});
+    if (c.loop == Loop::offload_param) {
+      buffers.push_back({"bf16 per-parameter partitions", 2 * P, true, false});
+    }
+  }
+
+  std::uint64_t rank_params(const RunConfig& c, const ModelLayout& layout,
+                            int ranks) const override {
+    const DeepSpeedPlan plan = build_deepspeed_plan(layout, c.loop, DeepSpeedKnobs{});
+    return static_cast<std::uint64_t>(DsPartitions::build(plan, ranks, 0).total);
   }
 
   ArmResult run(const RunConfig& config, Arm arm, Device& device,

@@ -17,8 +17,9 @@ class OverlapCase final : public ScheduleCase {
   void plan_device(const RunConfig& c, const ModelLayout&, int, DeviceSizes& s) const override {
     plan_bf16_copy_back_device(c, s);
   }
-  void plan_host(const RunConfig& c, std::uint64_t P, MemoryPlan& plan) const override {
-    plan_bf16_copy_back_host(c, P, plan);
+  void plan_host(const RunConfig& c, std::uint64_t P,
+                 std::vector<PlannedHostBuffer>& buffers) const override {
+    plan_bf16_copy_back_host(c, P, buffers);
   }
   ArmResult run(const RunConfig& config, Arm arm, Device& device,
                 std::vector<float>* final_master) const override {

@@ -1,0 +1,92 @@
+// What DeepSpeed's own estimator says of a model, and the largest --batch or --layers that the
+// pre-flight would let through (include/zob/preflight.hpp).
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "zob/errors.hpp"
+#include "zob/model.hpp"
+#include "zob/preflight.hpp"
+#include "zob/step.hpp"
+
+namespace zob {
+
+DeepSpeedEstimate deepspeed_estimate(const ModelShape& model, int gpus_per_node,
+                                     bool offload_param) {
+  // estimate_zero3_model_states_mem_needs (deepspeed/runtime/zero/stage3.py, 0.19.8), with
+  // cpu_offload (the optimizer) on, zero_init on and its additional_buffer_factor of 1.5. Its
+  // "largest layer" is the largest module's own parameters (recurse=False): a leaf, whose
+  // tensors share the name before the last dot here ("layer3.self_attn.q_proj").
+  const ModelLayout layout = ModelLayout::build(model);
+  std::map<std::string, std::int64_t> leaves;
+  for (const ModuleSlice& m : layout.modules) {
+    for (const TensorSlice& t : m.tensors) {
+      const std::size_t dot = t.name.rfind('.');
+      leaves[dot == std::string::npos ? t.name : t.name.substr(0, dot)] += t.count();
+    }
+  }
+  DeepSpeedEstimate e;
+  for (const auto& [name, count] : leaves) e.largest_layer_params = std::max(e.largest_layer_params, count);
+  const auto total = static_cast<double>(layout.total);
+  const auto largest_layer_memory = static_cast<std::uint64_t>(4 * e.largest_layer_params);
+  constexpr double kBufferFactor = 1.5;  // additional_buffer_factor
+  const int gpus = std::max(gpus_per_node, 1);
+  if (offload_param) {
+    e.gpu_bytes = largest_layer_memory;
+    e.cpu_bytes = static_cast<std::uint64_t>(total * 18 * kBufferFactor);
+  } else {
+    e.gpu_bytes = largest_layer_memory + static_cast<std::uint64_t>(2 * total / gpus);
+    e.cpu_bytes = static_cast<std::uint64_t>(total * 16 * kBufferFactor);
+  }
+  return e;
+}
+
+namespace {
+
+bool fits(const RunConfig& c, const HostEnvironment& host, std::uint64_t device_total_bytes) {
+  try {
+    preflight_check(c, plan_memory(c), host, device_total_bytes);
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+// The largest value in [1, below) of `field` for which the pre-flight passes (0: none).
+std::int64_t largest_fitting(RunConfig c, std::int64_t RunConfig::*field, std::int64_t below,
+                             const HostEnvironment& host, std::uint64_t device_total_bytes) {
+  std::int64_t lo = 0, hi = below;  // lo fits (or is 0), hi does not
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    c.*field = mid;
+    (fits(c, host, device_total_bytes) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+std::string what_would_fit(const RunConfig& config, const HostEnvironment& host,
+                           std::uint64_t device_total_bytes) {
+  // Only the device and host figures depend on these; a memlock shortfall does not shrink
+  // with the batch, so the search then finds nothing and says so.
+  if (const std::int64_t b =
+          largest_fitting(config, &RunConfig::batch, config.batch, host, device_total_bytes);
+      b > 0) {
+    return fmt::format("--batch {} fits (the largest that does)", b);
+  }
+  RunConfig one = config;
+  one.batch = 1;
+  ModelShape& m = one.model;
+  std::int64_t lo = 0, hi = m.layers;
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    m.layers = mid;
+    (fits(one, host, device_total_bytes) ? lo : hi) = mid;
+  }
+  if (lo > 0) return fmt::format("--batch 1 --layers {} fits (the most layers that do)", lo);
+  return "no --batch or --layers fits: a smaller model, or more memory";
+}
+
+}  // namespace zob
