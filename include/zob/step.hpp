@@ -54,19 +54,19 @@ ArmResult workload_result(const RunConfig& config, Arm arm, const DeviceInfo& de
 
 // One host buffer an arm allocates: what the dry run lists and the pre-flight counts.
 struct PlannedHostBuffer {
-  std::string name;          // as the arm names it ("fp32 master", "Adam exp_avg", ...)
-  std::uint64_t bytes = 0;   // as requested (the arm maps whole pages)
-  bool pinned = false;       // locked/registered (or runtime-pinned on the hostalloc arm)
+  std::string name;             // as the arm names it ("fp32 master", "Adam exp_avg", ...)
+  std::uint64_t bytes = 0;      // as requested (the arm maps whole pages)
+  bool pinned = false;          // locked/registered (or runtime-pinned on the hostalloc arm)
   bool read_after_init = true;  // false: DeepSpeed pins it at partition time and never reads it
 };
 
 // Bytes the arm needs, for the pre-flight check and the step's byte-count tests. With --gpus N
 // every figure but host_node_bytes is one rank's (one process, one device): the largest rank's.
 struct MemoryPlan {
-  int ranks = 1;                          // processes on this node (--gpus)
+  int ranks = 1;                                // processes on this node (--gpus)
   std::vector<PlannedHostBuffer> host_buffers;  // one rank's, in the order the arm allocates
-  std::uint64_t host_pinned_bytes = 0;    // locked/registered per rank (the pinned buffers)
-  std::uint64_t host_pageable_bytes = 0;  // per rank: the buffers that are not pinned
+  std::uint64_t host_pinned_bytes = 0;          // locked/registered per rank (the pinned buffers)
+  std::uint64_t host_pageable_bytes = 0;        // per rank: the buffers that are not pinned
   // The hostalloc arm's runtime-pinned bytes per rank: each pinned buffer rounded up to a power
   // of two, as PyTorch's caching host allocator (DeepSpeed's default pin backend) rounds it.
   std::uint64_t hostalloc_pinned_bytes = 0;
@@ -76,7 +76,6 @@ struct MemoryPlan {
 };
 // `config.gpus` ranks; `ranks_on_node` (0: all of them) for the pre-flight of a multi-node run.
 MemoryPlan plan_memory(const RunConfig& config, int ranks_on_node = 0);
-
 
 // Bytes each phase moves per step (host<->device), for GB/s and the tests; the stock and
 // overlap schedules' (deepspeed's own: deepspeed_plan.hpp).

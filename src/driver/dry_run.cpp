@@ -103,23 +103,22 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
                      config.device_memory_bytes > 0
                          ? fmt::format(", --device-memory {}", gb(config.device_memory_bytes))
                          : "");
-  out += plan.ranks > 1 ? fmt::format("per rank (each of {}, one process and one device each):\n",
-                                      plan.ranks)
-                        : "per rank (one process, one device):\n";
+  out += plan.ranks > 1
+             ? fmt::format("per rank (each of {}, one process and one device each):\n", plan.ranks)
+             : "per rank (one process, one device):\n";
   nlohmann::ordered_json arms = nlohmann::ordered_json::object();
   for (Arm a : config.arms) {
     const std::uint64_t locked = locks(a) ? plan.host_pinned_bytes : 0;
     const std::uint64_t runtime = a == Arm::hostalloc ? plan.hostalloc_pinned_bytes : 0;
-    const std::uint64_t mapped = (a == Arm::hostalloc ? runtime : plan.host_pinned_bytes) +
-                                 plan.host_pageable_bytes;
-    out += fmt::format(
-        "arm {:<14} host locked {:>10}{}, host mapped {:>10}, device {:>10}\n", arm_key(config, a),
-        gb(locked),
-        a == Arm::registered  ? " (registered)"
-        : a == Arm::hostalloc ? fmt::format(" ({} pinned by the runtime, powers of two)",
-                                            gb(runtime))
-                              : "",
-        gb(mapped), gb(plan.device_bytes));
+    const std::uint64_t mapped =
+        (a == Arm::hostalloc ? runtime : plan.host_pinned_bytes) + plan.host_pageable_bytes;
+    out += fmt::format("arm {:<14} host locked {:>10}{}, host mapped {:>10}, device {:>10}\n",
+                       arm_key(config, a), gb(locked),
+                       a == Arm::registered ? " (registered)"
+                       : a == Arm::hostalloc
+                           ? fmt::format(" ({} pinned by the runtime, powers of two)", gb(runtime))
+                           : "",
+                       gb(mapped), gb(plan.device_bytes));
     arms[arm_key(config, a)] = {{"host_locked_bytes", locked},
                                 {"host_registered_bytes", a == Arm::registered ? locked : 0},
                                 {"host_runtime_pinned_bytes", runtime},

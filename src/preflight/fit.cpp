@@ -27,7 +27,8 @@ DeepSpeedEstimate deepspeed_estimate(const ModelShape& model, int gpus_per_node,
     }
   }
   DeepSpeedEstimate e;
-  for (const auto& [name, count] : leaves) e.largest_layer_params = std::max(e.largest_layer_params, count);
+  for (const auto& [name, count] : leaves)
+    e.largest_layer_params = std::max(e.largest_layer_params, count);
   const auto total = static_cast<double>(layout.total);
   const auto largest_layer_memory = static_cast<std::uint64_t>(4 * e.largest_layer_params);
   constexpr double kBufferFactor = 1.5;  // additional_buffer_factor

@@ -38,8 +38,7 @@ void preflight_check(const RunConfig& config, const MemoryPlan& plan, const Host
         "pre-flight: {} {} of host memory ({} pinned + {} Adam states{}) but MemAvailable "
         "is {}; use a smaller {} (or --skip-preflight if you know better)",
         plan.ranks > 1 ? fmt::format("an arm's {} ranks need", plan.ranks) : "an arm needs",
-        gb(host_needed),
-        gb(plan.host_pinned_bytes), gb(plan.host_pageable_bytes),
+        gb(host_needed), gb(plan.host_pinned_bytes), gb(plan.host_pageable_bytes),
         plan.ranks > 1 ? " per rank" : "", gb(host.mem_available),
         config.model.decoder() ? "--model" : "--hidden/--layers/--vocab"));
   }

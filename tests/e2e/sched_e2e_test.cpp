@@ -282,11 +282,29 @@ TEST(SchedE2E, DryRunPrintsThePlanAndThePreflightVerdict) {
 // and, with --skip-preflight, by the caching pool in the arm (exit 1, naming the flag); the dry
 // run's "what would fit" batch fits and the next one does not.
 std::vector<std::string> capped_run(std::uint64_t cap, std::vector<std::string> more = {}) {
-  std::vector<std::string> a{"--device",   "cpu",    "--schedule", "deepspeed", "--offload-param",
-                             "--hidden",   "128",    "--layers",   "3",         "--vocab",
-                             "4096",       "--seq",  "64",         "--arms",    "pageable",
-                             "--steps",    "2",      "--warmup",   "1",         "--threads",
-                             "2",          "--device-memory", std::to_string(cap)};
+  std::vector<std::string> a{"--device",
+                             "cpu",
+                             "--schedule",
+                             "deepspeed",
+                             "--offload-param",
+                             "--hidden",
+                             "128",
+                             "--layers",
+                             "3",
+                             "--vocab",
+                             "4096",
+                             "--seq",
+                             "64",
+                             "--arms",
+                             "pageable",
+                             "--steps",
+                             "2",
+                             "--warmup",
+                             "1",
+                             "--threads",
+                             "2",
+                             "--device-memory",
+                             std::to_string(cap)};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }
@@ -307,7 +325,9 @@ std::uint64_t planned_device_bytes(const std::vector<std::string>& args) {
 TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
   const std::uint64_t plan = planned_device_bytes(capped_run(1ull << 40, {"--batch", "8"}));
   ASSERT_GT(plan, 0u);
-  const auto cap = [&](double f) { return static_cast<std::uint64_t>(static_cast<double>(plan) * f); };
+  const auto cap = [&](double f) {
+    return static_cast<std::uint64_t>(static_cast<double>(plan) * f);
+  };
 
   const BenchRun ran = run_bench(capped_run(cap(1.05), {"--batch", "8"}), {}, nullptr, 110);
   ASSERT_EQ(ran.rc, 0) << ran.err;
@@ -324,8 +344,8 @@ TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
   zob_e2e::expect_one_error_line(refused, "--device-memory allows");
   EXPECT_EQ(refused.err.find("step 1/"), std::string::npos) << "an arm ran: " << refused.err;
 
-  const BenchRun pool = run_bench(capped_run(cap(0.95), {"--batch", "8", "--skip-preflight"}),
-                                  {}, nullptr, 110);
+  const BenchRun pool =
+      run_bench(capped_run(cap(0.95), {"--batch", "8", "--skip-preflight"}), {}, nullptr, 110);
   EXPECT_EQ(pool.rc, 1) << pool.err;
   const nlohmann::json failed = driver_result(pool.out);
   ASSERT_TRUE(failed.is_object()) << pool.out;
@@ -337,9 +357,9 @@ TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
   // What would fit: a shape whose activations outweigh the reduce bucket (dry runs only, no
   // step), capped between its batch-1 and batch-16 plans; the batch it names passes the
   // pre-flight and the next one does not.
-  const std::vector<std::string> big{"--device", "cpu",  "--schedule", "deepspeed",
-                                     "--offload-param", "--hidden", "2048", "--layers", "8",
-                                     "--seq", "2048"};
+  const std::vector<std::string> big{
+      "--device", "cpu", "--schedule", "deepspeed", "--offload-param", "--hidden", "2048",
+      "--layers", "8",   "--seq",      "2048"};
   const auto with = [&](std::uint64_t limit, int batch) {
     std::vector<std::string> a = big;
     a.insert(a.end(), {"--dry-run", "--device-memory", std::to_string(limit), "--batch",

@@ -47,8 +47,8 @@ class BudgetDevice final : public zob::ForwardingDevice {
 TEST(CachingPool, RoundsAndCarvesSegmentsAsPyTorch) {
   EXPECT_EQ(CachingPoolDevice::round_size(1), 512u);
   EXPECT_EQ(CachingPoolDevice::round_size(513), 1024u);
-  EXPECT_EQ(CachingPoolDevice::segment_size(512), 2 * MiB);          // small requests
-  EXPECT_EQ(CachingPoolDevice::segment_size(3 * MiB), 20 * MiB);     // up to 10 MiB
+  EXPECT_EQ(CachingPoolDevice::segment_size(512), 2 * MiB);            // small requests
+  EXPECT_EQ(CachingPoolDevice::segment_size(3 * MiB), 20 * MiB);       // up to 10 MiB
   EXPECT_EQ(CachingPoolDevice::segment_size(11 * MiB + 1), 12 * MiB);  // 2 MiB multiples
   // reduce_bucket_size 5e8 bf16 as torch.cuda.memory_allocated() shows it.
   EXPECT_EQ(CachingPoolDevice::fresh_block_size(1'000'000'000), 1'000'341'504u);
@@ -100,7 +100,7 @@ TEST(CachingPool, ADeviceOutOfMemoryGivesFreeSegmentsBackAndRetries) {
   BudgetDevice budget(cpu, 64 * MiB);
   CachingPoolDevice pool(budget, 0);  // no cap: only the device's own limit
   void* a = pool.allocate(30 * MiB);
-  pool.deallocate(a);  // cached, still reserved
+  pool.deallocate(a);                 // cached, still reserved
   void* b = pool.allocate(50 * MiB);  // 30 + 50 > 64: the device refuses, the pool retries
   EXPECT_EQ(pool.reserved(), 50 * MiB);
   void* c = nullptr;

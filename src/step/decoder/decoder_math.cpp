@@ -181,7 +181,7 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   const Dims d = dims_of(c);
   const SavedOffsets so = saved_offsets(d);
   saved_stride_ = so.end;
-  const std::uint64_t at[13] = {so.xn1, so.qh,   so.kh, so.vh,  so.probs, so.attn,  so.xmid,
+  const std::uint64_t at[13] = {so.xn1, so.qh,   so.kh, so.vh,  so.probs, so.attn, so.xmid,
                                 so.xn2, so.gate, so.up, so.act, so.rstd1, so.rstd2};
   std::copy(std::begin(at), std::end(at), std::begin(saved_at_));
   const auto b = [](char* base, std::uint64_t off) { return reinterpret_cast<bf16*>(base + off); };
@@ -282,9 +282,11 @@ DecoderMath::~DecoderMath() {
 }
 
 char* DecoderMath::layer_base(std::int64_t layer) const {
-  if (pool_ == nullptr) return saved_.as<char>() + static_cast<std::uint64_t>(layer) * saved_stride_;
+  if (pool_ == nullptr)
+    return saved_.as<char>() + static_cast<std::uint64_t>(layer) * saved_stride_;
   char* block = static_cast<char*>(layer_blocks_[static_cast<std::size_t>(layer)]);
-  if (block == nullptr) throw std::logic_error("decoder: a layer's activations read outside its block's life");
+  if (block == nullptr)
+    throw std::logic_error("decoder: a layer's activations read outside its block's life");
   return block;
 }
 
@@ -292,7 +294,8 @@ char* DecoderMath::layer_base(std::int64_t layer) const {
 void DecoderMath::take_layer_block(std::int64_t layer) const {
   if (pool_ == nullptr) return;
   void*& block = layer_blocks_[static_cast<std::size_t>(layer)];
-  if (block == nullptr) block = pool_->allocate(static_cast<std::size_t>(saved_stride_ + eager_stride_));
+  if (block == nullptr)
+    block = pool_->allocate(static_cast<std::size_t>(saved_stride_ + eager_stride_));
 }
 
 // Given back once the layer's backward is enqueued: reusable when the compute queue (and every
