@@ -384,4 +384,56 @@ TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
   EXPECT_EQ(run_bench(with(limit, batch + 1)).rc, 2);
 }
 
+// The host memory each arm holds is what the dry run's plan says (to the page), through the real binary, for
+// every schedule and both loops: the locking arms lock host_locked_bytes (deepspeed under
+// --offload-param: 10 B/param, DeepSpeed's), the hostalloc arm's runtime pins
+// host_runtime_pinned_bytes (each buffer a power of two, as torch's caching host allocator).
+TEST(SchedE2E, EachArmHoldsTheHostBytesOfThePlan) {
+  for (const char* schedule : {"stock", "deepspeed"}) {
+    for (const bool offload : {false, true}) {
+      SCOPED_TRACE(std::string(schedule) + (offload ? " offload_param" : " copy_back"));
+      std::vector<std::string> args{"--device",  "cpu",  "--schedule", schedule, "--hidden",
+                                    "96",        "--layers", "2",      "--vocab",  "1000",
+                                    "--batch",   "2",    "--seq",      "16",     "--arms",
+                                    "registered,unregistered,hostalloc", "--steps", "1",
+                                    "--warmup",  "0",    "--threads",  "2"};
+      if (offload) args.push_back("--offload-param");
+      const std::string json = ::testing::TempDir() + "zob_host_plan.json";
+      std::vector<std::string> dry = args;
+      dry.insert(dry.end(), {"--dry-run", "--json", json});
+      ASSERT_EQ(run_bench(dry).rc, 0);
+      std::ifstream in(json);
+      ASSERT_TRUE(in);
+      const nlohmann::json plan = nlohmann::json::parse(in).at("plan");
+      std::remove(json.c_str());
+      const BenchRun r = run_bench(args, {}, nullptr, 110);
+      ASSERT_EQ(r.rc, 0) << r.err;
+      const nlohmann::json j = driver_result(r.out);
+      const std::uint64_t params = j.at("workload").at("params").get<std::uint64_t>();
+      // The plan counts the bytes asked for; the arm locks whole pages of each buffer.
+      const std::uint64_t pages = 4096 * plan.at("host_buffers").size();
+      for (const char* arm : {"registered", "unregistered"}) {
+        const auto locked = j.at(arm).at("locked_bytes").get<std::uint64_t>();
+        const auto planned = plan.at("arms").at(arm).at("host_locked_bytes").get<std::uint64_t>();
+        EXPECT_GE(locked, planned) << arm;
+        EXPECT_LT(locked, planned + pages) << arm;
+      }
+      if (std::string(schedule) == "deepspeed" && offload) {
+        // 10 B/param, each buffer page-rounded: within a page per buffer of 10 * params.
+        const auto locked = plan.at("arms").at("registered").at("host_locked_bytes");
+        EXPECT_GE(locked.get<std::uint64_t>(), 10 * params);
+        EXPECT_LT(locked.get<std::uint64_t>(), 10 * params + 5 * 4096);
+      }
+      EXPECT_EQ(j.at("hostalloc").at("runtime_pinned_bytes").get<std::uint64_t>(),
+                plan.at("arms").at("hostalloc").at("host_runtime_pinned_bytes").get<std::uint64_t>());
+      for (const auto& b : plan.at("host_buffers")) {
+        EXPECT_EQ(b.at("read_after_init").get<bool>(),
+                  !(std::string(schedule) == "deepspeed" && offload &&
+                    b.at("name") == "bf16 per-parameter partitions"))
+            << b.dump();
+      }
+    }
+  }
+}
+
 }  // namespace
