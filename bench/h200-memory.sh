@@ -18,7 +18,8 @@ mkdir -p $OUT/r; cd $OUT/r
 nvidia-smi > machine.txt 2>&1; lscpu >> machine.txt 2>&1
 run(){ bin=$1; name=$2; shift 2; { echo "\$ zero3-offload-bench $*"; s=$(date +%s.%N)
   ( . $(dirname $bin)/env.sh; $bin "$@" --json $name.json 2>&1 ); rc=$?
-  echo "exit code: $rc"; echo "wall: $(echo "$(date +%s.%N) - $s" | bc) s"; } > $name.txt; }
+  echo "exit code: $rc"; echo "wall: $(awk "BEGIN{print $(date +%s.%N) - $s}") s"; } > $name.txt
+  ( cd $OUT && tar czf r.tar.gz r ); }  # a tarball after each run: what a time-out leaves comes back
 common="--device cuda --schedule deepspeed --arms registered,unregistered --repeats 1 --warmup 1 --steps 3 --timeout 300"
 cases=("qwen05-b4-s128-op|--model $C/Qwen2.5-0.5B.json --batch 4 --seq 128 --offload-param"
        "qwen05-b4-s128-cb|--model $C/Qwen2.5-0.5B.json --batch 4 --seq 128"
@@ -31,6 +32,7 @@ for c in "${cases[@]}"; do
   ( . .xfer-cuda/env.sh 2>/dev/null; $B $flags $common --dry-run --json plan-$name.json > plan-$name.txt 2>&1 )
 done
 $PY $SA Qwen2.5-0.5B:4:128 Qwen2.5-1.5B:4:512 Llama-3.2-3B:4:512 > saved-activations.jsonl 2> saved-activations.err
+( cd $OUT && tar czf r.tar.gz r )
 # Another process holds all but DeepSpeed's peak + 15 % (Qwen2.5-0.5B: 3.69 GB, Llama-3.2-3B:
 # 12.01 GB); the tool's registered arm runs beside it.
 shared(){ name=$1; keep=$2; shift 2
