@@ -16,7 +16,7 @@ PY=/opt/torch/.venv/bin/python
 SA=$PWD/bench/deepspeed/saved_activations.py
 mkdir -p $OUT/r; cd $OUT/r
 nvidia-smi > machine.txt 2>&1; lscpu >> machine.txt 2>&1
-run(){ bin=$1; name=$2; shift 2; { echo "\$ zero3-offload-bench $*"; s=$(date +%s.%N)
+run(){ local bin=$1 name=$2; shift 2; { echo "\$ zero3-offload-bench $*"; s=$(date +%s.%N)
   ( . $(dirname $bin)/env.sh; $bin "$@" --json $name.json 2>&1 ); rc=$?
   echo "exit code: $rc"; echo "wall: $(awk "BEGIN{print $(date +%s.%N) - $s}") s"; } > $name.txt
   ( cd $OUT && tar czf r.tar.gz r ); }  # a tarball after each run: what a time-out leaves comes back
@@ -29,7 +29,7 @@ for c in "${cases[@]}"; do
   name=${c%%|*}; flags=${c#*|}
   run $B $name $flags $common
   run $B0 old-$name $flags $common
-  ( . .xfer-cuda/env.sh 2>/dev/null; $B $flags $common --dry-run --json plan-$name.json > plan-$name.txt 2>&1 )
+  ( . $(dirname $B)/env.sh; $B $flags $common --dry-run > plan-${c%%|*}.txt 2>&1 )
 done
 $PY $SA Qwen2.5-0.5B:4:128 Qwen2.5-1.5B:4:512 Llama-3.2-3B:4:512 > saved-activations.jsonl 2> saved-activations.err
 ( cd $OUT && tar czf r.tar.gz r )

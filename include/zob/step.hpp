@@ -71,6 +71,9 @@ struct MemoryPlan {
   // of two, as PyTorch's caching host allocator (DeepSpeed's default pin backend) rounds it.
   std::uint64_t hostalloc_pinned_bytes = 0;
   std::uint64_t device_bytes = 0;  // one rank's device high-water mark (its pool's allocated peak)
+  // --schedule deepspeed with --model: one decoder layer's saved activations, a block of the
+  // caching pool from the layer's forward to its backward (0 where they are fixed buffers).
+  std::uint64_t layer_activation_bytes = 0;
   std::uint64_t host_bytes() const { return host_pinned_bytes + host_pageable_bytes; }
   std::uint64_t host_node_bytes() const { return host_bytes() * static_cast<std::uint64_t>(ranks); }
 };

@@ -125,6 +125,12 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
                                 {"host_mapped_bytes", mapped},
                                 {"device_bytes", plan.device_bytes}};
   }
+  if (plan.layer_activation_bytes > 0) {
+    out += fmt::format(
+        "saved activations per layer: {} B, from the layer's forward to its backward (a block of "
+        "the caching pool, in the device peak)\n",
+        plan.layer_activation_bytes);
+  }
   out += fmt::format("host buffers: {}\n", buffer_summary(plan));
   out += fmt::format(
       "memlock per process: {} needed by the registered/unregistered arms (RLIMIT_MEMLOCK {})\n",
@@ -168,6 +174,7 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
           {"host_node_bytes", plan.host_node_bytes()},
           {"device_bytes", plan.device_bytes},
           {"device_limit_bytes", device_limit},
+          {"layer_activation_bytes", plan.layer_activation_bytes},
           {"host_buffers", buffers_json(plan)},
           {"arms", arms},
           {"device_ops", ops_json}}},
