@@ -1,7 +1,5 @@
 #include "cli/cli.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -14,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "report/output_file.hpp"
 #include "report/plot.hpp"
 #include "zob/backends.hpp"
 #include "zob/build_info.hpp"
@@ -388,30 +387,7 @@ void validate_adam_options(const AdamBenchOptions& o) {
 }
 
 void check_output_path_writable(const std::string& path, const std::string& flag) {
-  if (path.empty()) {
-    throw UsageError(flag + " needs a file name; give e.g. " + flag + " result.json");
-  }
-  // The ranks of an MPI launch all check the same path at once: a file that appears between
-  // the stat and the create, or goes between the stat and the open, is another check's; look
-  // again (a bounded number of times).
-  for (int attempt = 0;; ++attempt) {
-    struct stat st {};
-    const bool existed = ::stat(path.c_str(), &st) == 0;
-    if (existed && S_ISDIR(st.st_mode)) {
-      throw UsageError(flag + " " + path + " is a directory; give a file name");
-    }
-    const int fd = ::open(path.c_str(),
-                          O_WRONLY | O_APPEND | O_CLOEXEC | (existed ? 0 : O_CREAT | O_EXCL), 0644);
-    const bool raced = fd < 0 && (existed ? errno == ENOENT : errno == EEXIST);
-    if (raced && attempt < 1000) continue;
-    if (fd < 0) {
-      throw UsageError(fmt::format("{} {} cannot be written ({}); choose a writable folder", flag,
-                                   path, std::strerror(errno)));
-    }
-    ::close(fd);
-    if (!existed) ::unlink(path.c_str());
-    return;
-  }
+  check_output_path(path, flag);
 }
 
 CliCommand parse_command_line(const std::vector<std::string>& args) {

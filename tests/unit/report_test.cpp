@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "report/json_util.hpp"
+#include "report/output_file.hpp"
 #include "report/report.hpp"
 #include "zob/errors.hpp"
 
@@ -360,12 +361,12 @@ TEST(Report, JsonFileIsWrittenWholeThroughRename) {
   std::filesystem::create_directories(dir);
   const auto path = (dir / "out.json").string();
   const std::string text = zob::dump_json(zob::driver_result_json(run), 2);
-  zob::write_file_atomically(path, text);
+  zob::write_output_file(path, text);
   std::ifstream in(path);
   const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(back, text);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);  // no temp left
-  EXPECT_THROW(zob::write_file_atomically((dir / "missing" / "x.json").string(), text),
+  EXPECT_THROW(zob::write_output_file((dir / "missing" / "x.json").string(), text),
                zob::UsageError);
   std::filesystem::remove_all(dir);
 }
