@@ -308,6 +308,36 @@ std::vector<std::string> flag_names(const CLI::App& app) {
   return out;
 }
 
+// The first argument that is neither a flag nor a flag's value: where a subcommand stands.
+std::string first_word(const CLI::App& app, const std::vector<std::string>& args) {
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") return "";
+    if (arg.rfind("-", 0) != 0) return arg;
+    if (arg.find('=') != std::string::npos) continue;
+    const CLI::Option* opt = app.get_option_no_throw(arg);
+    if (opt != nullptr && opt->get_expected_min() > 0) ++i;  // its value
+  }
+  return "";
+}
+
+// "compar a.json b.json": CLI11 would call the words unexpected arguments; name the subcommand
+// meant instead. "" when the first word is a subcommand or near none.
+std::string misspelt_subcommand_text(const CLI::App& app, const std::vector<std::string>& args) {
+  const std::string word = first_word(app, args);
+  if (word.empty()) return "";
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == word) return "";
+  }
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    // Up to a third of the word may be wrong ("compar", "plto", "adma"), as for flags.
+    if (edit_distance(word, sub->get_name()) * 3 <= word.size()) {
+      return fmt::format("unknown subcommand {}; did you mean {}?", word, sub->get_name());
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string misspelt_flag_text(const CLI::App& app, const std::vector<std::string>& args) {
@@ -397,6 +427,10 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
       kProgram};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(0, 1);
+  // A flag given twice takes its last value, as argparse (the upstream scripts' parser) does:
+  // a command line built by appending to a default one keeps working. Set before any option
+  // is added (each copies the defaults; the subcommands copy them from the app).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   RunOptions run;
   add_run_options(app, run);
   CompareOptionsCli compare;
@@ -415,7 +449,11 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
     cmd.exit_code = app.exit(e, std::cout, std::cerr);
     return cmd;
   } catch (const CLI::ParseError& e) {
-    // A misspelt flag gets the nearest known one, in this tool's words, not CLI11's.
+    // A misspelt subcommand or flag gets the nearest known one, in this tool's words, not
+    // CLI11's.
+    if (const std::string typo = misspelt_subcommand_text(app, args); !typo.empty()) {
+      throw UsageError(typo);
+    }
     if (const std::string typo = misspelt_flag_text(app, args); !typo.empty()) {
       throw UsageError(typo);
     }
