@@ -384,19 +384,22 @@ TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
   EXPECT_EQ(run_bench(with(limit, batch + 1)).rc, 2);
 }
 
-// The host memory each arm holds is what the dry run's plan says (to the page), through the real binary, for
-// every schedule and both loops: the locking arms lock host_locked_bytes (deepspeed under
+// The host memory each arm holds is what the dry run's plan says (to the page), through the real
+// binary, for every schedule and both loops: the locking arms lock host_locked_bytes (deepspeed
+// under
 // --offload-param: 10 B/param, DeepSpeed's), the hostalloc arm's runtime pins
 // host_runtime_pinned_bytes (each buffer a power of two, as torch's caching host allocator).
 TEST(SchedE2E, EachArmHoldsTheHostBytesOfThePlan) {
   for (const char* schedule : {"stock", "deepspeed"}) {
     for (const bool offload : {false, true}) {
       SCOPED_TRACE(std::string(schedule) + (offload ? " offload_param" : " copy_back"));
-      std::vector<std::string> args{"--device",  "cpu",  "--schedule", schedule, "--hidden",
-                                    "96",        "--layers", "2",      "--vocab",  "1000",
-                                    "--batch",   "2",    "--seq",      "16",     "--arms",
-                                    "registered,unregistered,hostalloc", "--steps", "1",
-                                    "--warmup",  "0",    "--threads",  "2"};
+      std::vector<std::string> args{
+          "--device",  "cpu",  "--schedule", schedule,
+          "--hidden",  "96",   "--layers",   "2",
+          "--vocab",   "1000", "--batch",    "2",
+          "--seq",     "16",   "--arms",     "registered,unregistered,hostalloc",
+          "--steps",   "1",    "--warmup",   "0",
+          "--threads", "2"};
       if (offload) args.push_back("--offload-param");
       const std::string json = ::testing::TempDir() + "zob_host_plan.json";
       std::vector<std::string> dry = args;
@@ -424,8 +427,9 @@ TEST(SchedE2E, EachArmHoldsTheHostBytesOfThePlan) {
         EXPECT_GE(locked.get<std::uint64_t>(), 10 * params);
         EXPECT_LT(locked.get<std::uint64_t>(), 10 * params + 5 * 4096);
       }
-      EXPECT_EQ(j.at("hostalloc").at("runtime_pinned_bytes").get<std::uint64_t>(),
-                plan.at("arms").at("hostalloc").at("host_runtime_pinned_bytes").get<std::uint64_t>());
+      EXPECT_EQ(
+          j.at("hostalloc").at("runtime_pinned_bytes").get<std::uint64_t>(),
+          plan.at("arms").at("hostalloc").at("host_runtime_pinned_bytes").get<std::uint64_t>());
       for (const auto& b : plan.at("host_buffers")) {
         EXPECT_EQ(b.at("read_after_init").get<bool>(),
                   !(std::string(schedule) == "deepspeed" && offload &&
