@@ -110,7 +110,7 @@ OutputTarget resolve_output_target(const std::string& path, const std::string& f
     if (S_ISLNK(st.st_mode)) {
       if (descriptors) return {full, true};
       const std::string target = read_link(full, flag, path);
-      p = target.front() == '/' ? target : dir + "/" + target;
+      p = !target.empty() && target.front() == '/' ? target : dir + "/" + target;
       continue;
     }
     if (S_ISDIR(st.st_mode)) refuse(flag, path, "is a directory", "give a file name");
