@@ -232,8 +232,9 @@ struct RunResult {
   std::vector<SweepPoint> sweep;  // every combination, chunk-major; empty = just `arms`
   std::string started_utc;
   std::string tool_version;
-  std::string hostname;     // where it ran (reported in DRIVERRESULT "host")
-  std::string interrupted;  // "SIGINT" / "SIGTERM" when the run was cut short; "" otherwise
+  std::string hostname;  // where it ran (reported in DRIVERRESULT "host")
+  std::string
+      interrupted;  // "SIGINT" / "SIGTERM" / "SIGHUP" when the run was cut short; "" otherwise
 
   // With --repeats R: every arm run, rounds[r][i] = round r+1 of config.arms[i] (a round cut
   // short by a signal may be shorter). `arms` then holds each arm over all rounds (see

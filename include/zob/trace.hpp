@@ -15,10 +15,7 @@ struct TracedRun {
   const ArmResult* arm = nullptr;
 };
 
+// The file itself is written as every output file is (report/output_file.hpp).
 nlohmann::json chrome_trace(const std::vector<TracedRun>& runs);
-
-// Writes via a temporary file and rename, so a reader never sees half a file.
-// Throws UsageError when the file can't be written.
-void write_json_file(const std::string& path, const nlohmann::json& doc, int indent = -1);
 
 }  // namespace zob

@@ -9,6 +9,7 @@
 #include "cli/cli.hpp"
 #include "driver/driver.hpp"
 #include "report/json_util.hpp"
+#include "report/output_file.hpp"
 #include "report/plot.hpp"
 #include "report/report.hpp"
 #include "zob/adam_bench.hpp"
@@ -51,7 +52,7 @@ int run_adam(const CliCommand& cmd) {
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!cmd.adam_json_path.empty()) {
-    write_file_atomically(cmd.adam_json_path, dump_json(r.to_json(), 2) + "\n");
+    write_output_file(cmd.adam_json_path, dump_json(r.to_json(), 2) + "\n");
     stderr_line("", "wrote the result to " + cmd.adam_json_path);
   }
   return exit_code::ok;
@@ -62,7 +63,7 @@ int run_compare(const CliCommand& cmd) {
   std::fwrite(c.text.data(), 1, c.text.size(), stdout);
   std::fflush(stdout);
   if (!cmd.compare_json_path.empty()) {
-    write_file_atomically(cmd.compare_json_path, dump_json(c.doc, 2) + "\n");
+    write_output_file(cmd.compare_json_path, dump_json(c.doc, 2) + "\n");
     stderr_line("", "wrote the comparison to " + cmd.compare_json_path);
   }
   return exit_code::ok;

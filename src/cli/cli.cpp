@@ -1,7 +1,5 @@
 #include "cli/cli.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -14,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "report/output_file.hpp"
 #include "report/plot.hpp"
 #include "zob/backends.hpp"
 #include "zob/build_info.hpp"
@@ -309,6 +308,36 @@ std::vector<std::string> flag_names(const CLI::App& app) {
   return out;
 }
 
+// The first argument that is neither a flag nor a flag's value: where a subcommand stands.
+std::string first_word(const CLI::App& app, const std::vector<std::string>& args) {
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") return "";
+    if (arg.rfind("-", 0) != 0) return arg;
+    if (arg.find('=') != std::string::npos) continue;
+    const CLI::Option* opt = app.get_option_no_throw(arg);
+    if (opt != nullptr && opt->get_expected_min() > 0) ++i;  // its value
+  }
+  return "";
+}
+
+// "compar a.json b.json": CLI11 would call the words unexpected arguments; name the subcommand
+// meant instead. "" when the first word is a subcommand or near none.
+std::string misspelt_subcommand_text(const CLI::App& app, const std::vector<std::string>& args) {
+  const std::string word = first_word(app, args);
+  if (word.empty()) return "";
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == word) return "";
+  }
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    // Up to a third of the word may be wrong ("compar", "plto", "adma"), as for flags.
+    if (edit_distance(word, sub->get_name()) * 3 <= word.size()) {
+      return fmt::format("unknown subcommand {}; did you mean {}?", word, sub->get_name());
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string misspelt_flag_text(const CLI::App& app, const std::vector<std::string>& args) {
@@ -388,30 +417,7 @@ void validate_adam_options(const AdamBenchOptions& o) {
 }
 
 void check_output_path_writable(const std::string& path, const std::string& flag) {
-  if (path.empty()) {
-    throw UsageError(flag + " needs a file name; give e.g. " + flag + " result.json");
-  }
-  // The ranks of an MPI launch all check the same path at once: a file that appears between
-  // the stat and the create, or goes between the stat and the open, is another check's; look
-  // again (a bounded number of times).
-  for (int attempt = 0;; ++attempt) {
-    struct stat st {};
-    const bool existed = ::stat(path.c_str(), &st) == 0;
-    if (existed && S_ISDIR(st.st_mode)) {
-      throw UsageError(flag + " " + path + " is a directory; give a file name");
-    }
-    const int fd = ::open(path.c_str(),
-                          O_WRONLY | O_APPEND | O_CLOEXEC | (existed ? 0 : O_CREAT | O_EXCL), 0644);
-    const bool raced = fd < 0 && (existed ? errno == ENOENT : errno == EEXIST);
-    if (raced && attempt < 1000) continue;
-    if (fd < 0) {
-      throw UsageError(fmt::format("{} {} cannot be written ({}); choose a writable folder", flag,
-                                   path, std::strerror(errno)));
-    }
-    ::close(fd);
-    if (!existed) ::unlink(path.c_str());
-    return;
-  }
+  check_output_path(path, flag);
 }
 
 CliCommand parse_command_line(const std::vector<std::string>& args) {
@@ -421,6 +427,10 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
       kProgram};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(0, 1);
+  // A flag given twice takes its last value, as argparse (the upstream scripts' parser) does:
+  // a command line built by appending to a default one keeps working. Set before any option
+  // is added (each copies the defaults; the subcommands copy them from the app).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   RunOptions run;
   add_run_options(app, run);
   CompareOptionsCli compare;
@@ -439,7 +449,11 @@ CliCommand parse_command_line(const std::vector<std::string>& args) {
     cmd.exit_code = app.exit(e, std::cout, std::cerr);
     return cmd;
   } catch (const CLI::ParseError& e) {
-    // A misspelt flag gets the nearest known one, in this tool's words, not CLI11's.
+    // A misspelt subcommand or flag gets the nearest known one, in this tool's words, not
+    // CLI11's.
+    if (const std::string typo = misspelt_subcommand_text(app, args); !typo.empty()) {
+      throw UsageError(typo);
+    }
     if (const std::string typo = misspelt_flag_text(app, args); !typo.empty()) {
       throw UsageError(typo);
     }

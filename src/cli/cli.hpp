@@ -50,8 +50,8 @@ std::string version_text();
 // is known (the refusal is about something else).
 std::string misspelt_flag_text(const CLI::App& app, const std::vector<std::string>& args);
 
-// Refuses (UsageError) a path that cannot be written: opens it for append, and removes it
-// again when the check created it.
+// Refuses (UsageError) a path the run could not write as it will (check_output_path,
+// report/output_file.hpp): nothing is opened, created or left behind.
 void check_output_path_writable(const std::string& path, const std::string& flag);
 
 }  // namespace zob

@@ -1,7 +1,12 @@
 #include "zob/compare.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -19,12 +24,62 @@ const char* const kArmNames[] = {"registered", "unregistered", "pageable", "host
 
 constexpr int kSchemaVersion = 1;
 
+// A saved result is a few MB at most (a sweep of hundreds of configurations); a bound keeps a
+// wrong argument (/dev/zero, a disk image) from taking all memory before the parse refuses it.
+constexpr long long kMaxResultBytes = 256LL << 20;
+
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+[[noreturn]] void refuse_kind(const std::string& path, mode_t mode) {
+  throw UsageError(fmt::format(
+      "compare: '{}' is {}; give a saved result file (--json FILE, or stdout saved to a file)",
+      path, kind_of(mode)));
+}
+
+[[noreturn]] void refuse_size(const std::string& path) {
+  throw UsageError(fmt::format(
+      "compare: '{}' is larger than {} MiB, more than any saved result; give the --json file or "
+      "the saved stdout of a run",
+      path, kMaxResultBytes >> 20));
+}
+
+// Regular files only, checked before the open (a FIFO would wait for a writer, a device could
+// act on the open) and again on the descriptor (the path may have changed in between).
 std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("compare: cannot read '" + path + "': check the path");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) refuse_kind(path, st.st_mode);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    throw UsageError(
+        fmt::format("compare: cannot read '{}' ({}); check the path", path, std::strerror(errno)));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) refuse_kind(path, st.st_mode);
+  if (st.st_size > kMaxResultBytes) refuse_size(path);
+  std::string text;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw UsageError(fmt::format("compare: cannot read '{}' ({}); check the file", path,
+                                   std::strerror(errno)));
+    }
+    if (n == 0) return text;
+    text.append(buf, static_cast<std::size_t>(n));
+    // The file may grow after the fstat: the bound holds for what is read.
+    if (static_cast<long long>(text.size()) > kMaxResultBytes) refuse_size(path);
+  }
 }
 
 double number_or(const nlohmann::json& j, const char* key, double fallback) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "report/output_file.hpp"
 #include "report/report.hpp"
 #include "zob/errors.hpp"
 #include "zob/exit_codes.hpp"
@@ -187,7 +188,7 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
          {{"largest_layer_params", est.largest_layer_params},
           {"cpu_bytes", est.cpu_bytes},
           {"gpu_bytes", est.gpu_bytes}}}};
-    write_file_atomically(config.json_path, j.dump(2) + "\n");
+    write_output_file(config.json_path, j.dump(2) + "\n");
     std::fprintf(stderr, "zero3-offload-bench: wrote the dry run's plan to %s\n",
                  config.json_path.c_str());
   }

@@ -122,6 +122,7 @@ std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const 
                                                int& stopped_by);
 
 int exit_code_for_signal(int sig) {
+  if (sig == SIGHUP) return exit_code::hung_up;
   return sig == SIGTERM ? exit_code::terminated : exit_code::interrupted;
 }
 

@@ -23,12 +23,13 @@ namespace {
 volatile sig_atomic_t g_stop_signal = 0;
 volatile sig_atomic_t g_stop_count = 0;
 volatile sig_atomic_t g_child_pgid = 0;  // the running child's group; 0 when none
+bool g_hup_handled = false;              // SIGHUP runs on_signal (it was not ignored)
 int g_wake_read = -1;
 int g_wake_write = -1;
 
 void on_signal(int sig) {
   const int saved = errno;
-  if (sig == SIGINT || sig == SIGTERM) {
+  if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
     if (g_stop_signal == 0) g_stop_signal = sig;
     g_stop_count = g_stop_count + 1;
     // The second Ctrl-C means "now": no grace period for the child.
@@ -70,6 +71,7 @@ double seconds_until(Clock::time_point t) {
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
+  if (g_hup_handled) ::signal(SIGHUP, SIG_DFL);  // an ignored SIGHUP (nohup) stays ignored
   ::signal(SIGCHLD, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   ::execv("/proc/self/exe", argv.data());
@@ -95,6 +97,13 @@ void install_driver_signal_handlers() {
   sa.sa_flags = SA_RESTART;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  // A closed terminal or ssh session (SIGHUP) stops the run as SIGTERM does: the report of
+  // what finished is still printed. Under nohup (SIGHUP ignored) the run keeps going, as the
+  // user asked.
+  struct sigaction hup {};
+  ::sigaction(SIGHUP, nullptr, &hup);
+  g_hup_handled = hup.sa_handler != SIG_IGN;
+  if (g_hup_handled) ::sigaction(SIGHUP, &sa, nullptr);
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
   ::sigaction(SIGCHLD, &sa, nullptr);
 }
@@ -102,6 +111,8 @@ void install_driver_signal_handlers() {
 void restore_default_signal_handlers() {
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
+  if (g_hup_handled) ::signal(SIGHUP, SIG_DFL);
+  g_hup_handled = false;
   ::signal(SIGCHLD, SIG_DFL);
 }
 
@@ -127,6 +138,7 @@ pid_t spawn_child(const std::vector<std::string>& args, int* result_fd) {
   sigemptyset(&block);
   sigaddset(&block, SIGINT);
   sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGHUP);
   sigaddset(&block, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &block, &old_mask);
   const pid_t parent = ::getpid();

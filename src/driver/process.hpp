@@ -1,5 +1,5 @@
 // Child processes of the driver: spawn in an own process group, wait with a deadline while
-// collecting the child's result pipe, forward SIGINT / SIGTERM, reap on every path.
+// collecting the child's result pipe, forward SIGINT / SIGTERM / SIGHUP, reap on every path.
 #pragma once
 #include <sys/types.h>
 
@@ -11,12 +11,13 @@
 
 namespace zob {
 
-// SIGINT / SIGTERM / SIGCHLD handlers that wake the wait loop through a self-pipe. The first
-// SIGINT or SIGTERM is forwarded to the running child's group by the wait loop; a second one
-// SIGKILLs the group from the handler itself.
+// SIGINT / SIGTERM / SIGHUP / SIGCHLD handlers that wake the wait loop through a self-pipe.
+// The first stop signal (SIGINT, SIGTERM or SIGHUP; SIGHUP only when not ignored, as under
+// nohup) is forwarded to the running child's group by the wait loop; a second one SIGKILLs the
+// group from the handler itself.
 void install_driver_signal_handlers();
 void restore_default_signal_handlers();
-// 0, or the first SIGINT / SIGTERM received.
+// 0, or the first SIGINT / SIGTERM / SIGHUP received.
 int stop_signal();
 
 struct ChildOutcome {
@@ -26,7 +27,7 @@ struct ChildOutcome {
   int exit_code = 0;
   int term_signal = 0;     // set when killed by a signal
   bool timed_out = false;  // we killed it at the deadline
-  int stopped_by = 0;      // SIGINT / SIGTERM that ended the wait (forwarded to the child)
+  int stopped_by = 0;      // the stop signal that ended the wait (forwarded to the child)
 };
 
 // Runs `<this executable> args...` with its stdout sent to stderr (stdout is the report's)

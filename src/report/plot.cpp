@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "report/csv.hpp"
+#include "report/output_file.hpp"
 #include "report/report.hpp"
 #include "zob/errors.hpp"
 #include "zob/phase.hpp"
@@ -309,7 +310,7 @@ void write_chart(const std::vector<ChartInput>& inputs, const std::string& path)
   SvgCanvas svg;
   draw_chart(inputs, svg);
   const auto [w, h] = chart_size(inputs);
-  write_file_atomically(
+  write_output_file(
       path, fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
                         "xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
                         "viewBox=\"0 0 {} {}\" font-family=\"DejaVu Sans, sans-serif\">\n"

@@ -4,6 +4,7 @@
 // refused with the package to install, never drawn some other way.
 #include <fmt/format.h>
 
+#include "report/output_file.hpp"
 #include "report/plot.hpp"
 #include "report/report.hpp"
 #include "zob/errors.hpp"
@@ -89,18 +90,18 @@ void write_chart_png(const std::vector<ChartInput>& inputs, const std::string& p
           fmt::format("cannot draw the chart: {}", cairo_status_to_string(cairo_status(cr.get()))));
     }
   }
-  // Written next to the target, then renamed: readers never see half a PNG.
-  const std::string tmp = path + ".tmp.png";
-  const cairo_status_t st = cairo_surface_write_to_png(surface.get(), tmp.c_str());
+  // Encoded in memory, then written as every output file is (a FIFO or /dev/stdout too).
+  std::string png;
+  const auto append = [](void* closure, const unsigned char* data, unsigned int length) {
+    static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+    return CAIRO_STATUS_SUCCESS;
+  };
+  const cairo_status_t st = cairo_surface_write_to_png_stream(surface.get(), append, &png);
   if (st != CAIRO_STATUS_SUCCESS) {
-    ::unlink(tmp.c_str());
-    throw UsageError(fmt::format("cannot write {}: {}; check free space and permissions", path,
+    throw UsageError(fmt::format("cannot encode the chart {}: {}; check free memory", path,
                                  cairo_status_to_string(st)));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw UsageError(fmt::format("cannot write {}; check free space and permissions", path));
-  }
+  write_output_file(path, png);
 }
 
 #else

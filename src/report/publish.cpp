@@ -9,6 +9,7 @@
 #include "report/details.hpp"
 #include "report/glance.hpp"
 #include "report/json_util.hpp"
+#include "report/output_file.hpp"
 #include "report/plot.hpp"
 #include "report/report.hpp"
 #include "report/table.hpp"
@@ -44,7 +45,7 @@ class JsonFile final : public Reporter {
   std::string write(const ReportContext& context) const override {
     const std::string& path = context.run.config.json_path;
     if (path.empty()) return "";
-    write_file_atomically(path, dump_json(context.driver_result, 2) + "\n");
+    write_output_file(path, dump_json(context.driver_result, 2) + "\n");
     return "the result (DRIVERRESULT) to " + path;
   }
 };
@@ -59,7 +60,7 @@ class CsvFile final : public Reporter {
   std::string write(const ReportContext& context) const override {
     const std::string& path = context.run.config.csv_path;
     if (path.empty()) return "";
-    write_file_atomically(path, render_csv(as_saved(context)));
+    write_output_file(path, render_csv(as_saved(context)));
     return "the CSV to " + path;
   }
 };
@@ -88,7 +89,9 @@ class TraceFile final : public Reporter {
                           &a});
       }
     }
-    write_json_file(run.config.trace_path, chrome_trace(traced));
+    write_output_file(
+        run.config.trace_path,
+        chrome_trace(traced).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     return "the trace to " + run.config.trace_path;
   }
 };

@@ -1,14 +1,8 @@
 #include "report/report.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <map>
 
 #include "report/arms.hpp"
@@ -224,37 +218,6 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["not_contained"] = not_contained_json(run.config);
   j["projection"] = projection_json(run);
   return j;
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = mkstemp(tmp.data());
-  if (fd < 0) {
-    throw UsageError(
-        fmt::format("cannot create a temporary file next to {}: {}; check the "
-                    "folder exists and is writable",
-                    path, std::strerror(errno)));
-  }
-  std::size_t done = 0;
-  int err = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      break;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (err == 0 && ::fchmod(fd, 0644) != 0) err = errno;
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    throw UsageError(fmt::format("cannot write {}: {}; check free space and permissions", path,
-                                 std::strerror(err)));
-  }
 }
 
 }  // namespace zob

@@ -67,8 +67,4 @@ nlohmann::ordered_json device_ops_plan_json(const RunConfig& config);
 // "DRIVERRESULT=<one line of JSON>\n".
 std::string render_stdout(const RunResult& run);
 
-// Writes `text` to `path` through a temporary file in the same folder and rename(), so
-// readers never see a half-written file. Throws UsageError naming the path and errno.
-void write_file_atomically(const std::string& path, const std::string& text);
-
 }  // namespace zob

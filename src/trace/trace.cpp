@@ -1,10 +1,6 @@
 #include "zob/trace.hpp"
 
-#include <cstdio>
-#include <fstream>
 #include <map>
-
-#include "zob/errors.hpp"
 
 namespace zob {
 namespace {
@@ -73,24 +69,5 @@ std::string fmt_step_name(int index, bool warmup) {
   return "step " + std::to_string(index) + (warmup ? " (warmup)" : "");
 }
 }  // namespace
-
-void write_json_file(const std::string& path, const nlohmann::json& doc, int indent) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out)
-      throw UsageError("cannot write '" + tmp + "': check the directory exists and is writable");
-    out << doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw UsageError("writing '" + tmp + "' failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw UsageError("cannot rename '" + tmp + "' to '" + path + "'");
-  }
-}
 
 }  // namespace zob

@@ -155,6 +155,10 @@ TEST(BadInput, EveryRunFlagRefusesBadValues) {
       {{"--json", "/"}, "--json"},
       {{"--json", "/nonexistent-zob-dir/x.json"}, "--json"},
       {{"--json", "/proc/zob-not-writable.json"}, "--json"},
+      // a device where a folder should be; a closed descriptor (issue 37)
+      {{"--json", "/dev/null/x.json"}, "a file stands where a folder should"},
+      {{"--csv", "/dev/null/x.csv"}, "--csv"},
+      {{"--trace", "/dev/fd/97"}, "no such open descriptor"},
       {{"--bogus-flag"}, "--bogus-flag"},
       {{"positional-junk"}, "positional-junk"},
       {{"--hidden"}, "--hidden"},  // a value flag at the end, without its value
@@ -174,11 +178,11 @@ TEST(BadInput, EveryRunFlagRefusesBadValues) {
 
 TEST(BadInput, ConflictingFlagsAreRefused) {
   const std::vector<BadFlag> cases{
-      {{"--hidden", "64", "--hidden", "128"}, "--hidden"},             // given twice
       {{"--device", "cpu", "--device-index", "1"}, "--device-index"},  // the CPU has only 0
       {{"--hidden", "64", "adam", "--params", "1000"}, "adam"},        // run flags next to adam
       {{"adam", "--hidden", "64"}, "--hidden"},
       {{"--steps", "3", "compare", "a.json", "b.json"}, "compare"},
+      {{"compar", "a.json", "b.json"}, "did you mean compare?"},
   };
   for (const auto& c : cases) expect_refused(c.args, c.names);
   expect_no_leftovers();
@@ -254,6 +258,8 @@ TEST(BadInput, CompareRefusesBadFiles) {
                             "registered": {}, "registered": {}})")},
        "dup.json"},
       {{"compare", good}, "compare"},
+      {{"compare", "/dev/zero", good}, "is a character device"},
+      {{"compare", good, dir.string()}, "is a directory"},
       {{"compare", good, good, "--json", "/nonexistent-zob-dir/c.json"}, "--json"},
   };
   for (const auto& c : cases) expect_refused(c.args, c.names);

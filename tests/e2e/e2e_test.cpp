@@ -211,27 +211,52 @@ INSTANTIATE_TEST_SUITE_P(
 
 class E2ESignal : public testing::TestWithParam<int> {};
 
+std::string sig_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+}
+
 TEST_P(E2ESignal, StopsTheRunningArmAndExitsWithTheSignalCode) {
   const int sig = GetParam();
-  const Result r = run_bench(small(), {{"ZOB_TEST_CHILD_FAULT", "registered:hang"}},
-                             [sig](pid_t pid, const std::string&) {
-                               if (!arm_child_running(pid)) return false;
-                               ::kill(pid, sig);
-                               return true;
-                             });
+  const Result r = run_bench(
+      small(), {{"ZOB_TEST_CHILD_FAULT", "registered:hang"}},
+      [sig](pid_t pid, const std::string&) {
+        if (!arm_child_running(pid)) return false;
+        ::kill(pid, sig);
+        return true;
+      },
+      // Not inherited ignored (a suite run under nohup).
+      60, [] { ::signal(SIGHUP, SIG_DFL); });
   expect_no_leftovers();
   EXPECT_EQ(r.rc, 128 + sig) << r.err;
   const auto j = driver_result(r.out);
-  EXPECT_EQ(j.at("interrupted"), sig == SIGINT ? "SIGINT" : "SIGTERM");
+  EXPECT_EQ(j.at("interrupted"), sig_name(sig));
   EXPECT_EQ(j.at("registered").at("ok"), false);
   EXPECT_NE(j.at("unregistered").at("error").get<std::string>().find("not run"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Signals, E2ESignal, testing::Values(SIGINT, SIGTERM),
+// SIGHUP (a closed terminal or ssh session) stops the run as SIGTERM does, exit 129.
+INSTANTIATE_TEST_SUITE_P(Signals, E2ESignal, testing::Values(SIGINT, SIGTERM, SIGHUP),
                          [](const testing::TestParamInfo<int>& info) {
-                           return info.param == SIGINT ? std::string("SIGINT")
-                                                       : std::string("SIGTERM");
+                           return sig_name(info.param);
                          });
+
+// Under nohup (SIGHUP ignored when the benchmark starts) a hangup does not stop the run.
+TEST(E2E, AnIgnoredSighupLeavesTheRunGoing) {
+  bool sent = false;
+  const Result r = run_bench(
+      small(), {},
+      [&sent](pid_t pid, const std::string&) {
+        if (!arm_child_running(pid)) return false;
+        ::kill(pid, SIGHUP);
+        sent = true;
+        return true;
+      },
+      60, [] { ::signal(SIGHUP, SIG_IGN); });
+  expect_no_leftovers();
+  EXPECT_TRUE(sent);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(driver_result(r.out).at("interrupted").is_null());
+}
 
 TEST(E2E, SecondSigintKillsAtOnce) {
   // A child that ignores the forwarded SIGINT would get a grace period; the second Ctrl-C

@@ -24,7 +24,8 @@ std::filesystem::path temp_path(const std::string& name) {
          ("zob-insight-" + std::to_string(::getpid()) + "-" + name);
 }
 
-// small() with some of its flags given other values (CLI11 refuses a flag given twice).
+// small() with some of its flags given other values (in place: a flag given twice would also
+// do, the last one wins, but the command line stays readable).
 std::vector<std::string> small_with(const std::vector<std::pair<std::string, std::string>>& values,
                                     std::vector<std::string> extra = {}) {
   auto args = small();

@@ -163,8 +163,19 @@ TEST(Cli, UnknownDeviceAndUnknownFlagsAreUsageErrors) {
   expect_refused({"--device", "gpu"}, "unknown device 'gpu'");
   expect_refused({"--bogus"}, "--bogus");
   expect_refused({"--hidden"}, "--hidden");
-  expect_refused({"--hidden", "1", "--hidden", "2"}, "--hidden");
   expect_refused({"adam", "--hidden", "3"}, "--hidden");
+  expect_refused({"compar", "a.json", "b.json"}, "did you mean compare?");
+}
+
+// As argparse: the last of a repeated flag wins, lists included; subcommands' flags too.
+TEST(Cli, ARepeatedFlagTakesItsLastValue) {
+  const auto cmd = parse({"--hidden", "64", "--hidden", "128", "--arms", "registered,pageable",
+                          "--arms", "unregistered,pageable"});
+  EXPECT_EQ(cmd.run.model.hidden, 128);
+  EXPECT_EQ(cmd.run.arms, (std::vector<zob::Arm>{zob::Arm::unregistered, zob::Arm::pageable}));
+  EXPECT_EQ(parse({"adam", "--params", "1000", "--params", "2000"}).adam.params, 2000);
+  const auto compare = parse({"compare", "a.json", "b.json", "c.json"});
+  EXPECT_EQ(compare.compare.files, (std::vector<std::string>{"a.json", "b.json", "c.json"}));
 }
 
 TEST(Cli, JsonPathMustBeWritable) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "report/json_util.hpp"
+#include "report/output_file.hpp"
 #include "report/report.hpp"
 #include "zob/errors.hpp"
 
@@ -360,13 +361,42 @@ TEST(Report, JsonFileIsWrittenWholeThroughRename) {
   std::filesystem::create_directories(dir);
   const auto path = (dir / "out.json").string();
   const std::string text = zob::dump_json(zob::driver_result_json(run), 2);
-  zob::write_file_atomically(path, text);
+  zob::write_output_file(path, text);
   std::ifstream in(path);
   const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(back, text);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);  // no temp left
-  EXPECT_THROW(zob::write_file_atomically((dir / "missing" / "x.json").string(), text),
+  EXPECT_THROW(zob::write_output_file((dir / "missing" / "x.json").string(), text),
                zob::UsageError);
+  std::filesystem::remove_all(dir);
+}
+
+// Where an output path leads: a regular file or a new name is replaced beside itself (through
+// its symlinks), a device or an open descriptor is written in place.
+TEST(Report, OutputTargetsFollowLinksAndKeepDevicesInPlace) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("zob-output-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "real");
+  std::filesystem::create_symlink("real/a.json", dir / "link.json");
+  const auto link = zob::resolve_output_target((dir / "link.json").string(), "--json");
+  EXPECT_FALSE(link.in_place);
+  EXPECT_EQ(std::filesystem::path(link.path).filename(), "a.json");
+  zob::write_output_file((dir / "link.json").string(), "x\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "link.json"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "real" / "a.json"));
+  EXPECT_TRUE(zob::resolve_output_target("/dev/null", "--json").in_place);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string fd_path = "/dev/fd/" + std::to_string(fds[1]);
+  EXPECT_TRUE(zob::resolve_output_target(fd_path, "--json").in_place);
+  zob::write_output_file(fd_path, "through the pipe");
+  ::close(fds[1]);
+  char buf[64] = {};
+  EXPECT_EQ(::read(fds[0], buf, sizeof buf - 1), 16);
+  EXPECT_STREQ(buf, "through the pipe");
+  ::close(fds[0]);
+  EXPECT_THROW(zob::resolve_output_target(dir.string(), "--json"), zob::UsageError);
+  EXPECT_THROW(zob::check_output_path("/dev/null/x.json", "--json"), zob::UsageError);
   std::filesystem::remove_all(dir);
 }
 
