@@ -54,13 +54,14 @@ bool fits(const RunConfig& c, const HostEnvironment& host, std::uint64_t device_
   }
 }
 
-// The largest value in [1, below) of `field` for which the pre-flight passes (0: none).
-std::int64_t largest_fitting(RunConfig c, std::int64_t RunConfig::*field, std::int64_t below,
-                             const HostEnvironment& host, std::uint64_t device_total_bytes) {
+// The largest value v in [1, below) for which the pre-flight passes once set(c, v) (0: none).
+template <class Set>
+std::int64_t largest_fitting(RunConfig c, Set set, std::int64_t below, const HostEnvironment& host,
+                             std::uint64_t device_total_bytes) {
   std::int64_t lo = 0, hi = below;  // lo fits (or is 0), hi does not
   while (hi - lo > 1) {
     const std::int64_t mid = lo + (hi - lo) / 2;
-    c.*field = mid;
+    set(c, mid);
     (fits(c, host, device_total_bytes) ? lo : hi) = mid;
   }
   return lo;
@@ -72,21 +73,20 @@ std::string what_would_fit(const RunConfig& config, const HostEnvironment& host,
                            std::uint64_t device_total_bytes) {
   // Only the device and host figures depend on these; a memlock shortfall does not shrink
   // with the batch, so the search then finds nothing and says so.
-  if (const std::int64_t b =
-          largest_fitting(config, &RunConfig::batch, config.batch, host, device_total_bytes);
+  const auto batch = [](RunConfig& c, std::int64_t v) { c.batch = v; };
+  if (const std::int64_t b = largest_fitting(config, batch, config.batch, host, device_total_bytes);
       b > 0) {
     return fmt::format("--batch {} fits (the largest that does)", b);
   }
-  RunConfig one = config;
-  one.batch = 1;
-  ModelShape& m = one.model;
-  std::int64_t lo = 0, hi = m.layers;
-  while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    m.layers = mid;
-    (fits(one, host, device_total_bytes) ? lo : hi) = mid;
+  const auto layers_at_batch_1 = [](RunConfig& c, std::int64_t v) {
+    c.batch = 1;
+    c.model.layers = v;
+  };
+  if (const std::int64_t l =
+          largest_fitting(config, layers_at_batch_1, config.model.layers, host, device_total_bytes);
+      l > 0) {
+    return fmt::format("--batch 1 --layers {} fits (the most layers that do)", l);
   }
-  if (lo > 0) return fmt::format("--batch 1 --layers {} fits (the most layers that do)", lo);
   return "no --batch or --layers fits: a smaller model, or more memory";
 }
 
