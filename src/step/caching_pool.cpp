@@ -1,5 +1,6 @@
 // The caching pool of device memory (caching_pool.hpp): PyTorch's block sizes, segment sizes,
-// split and merge rules; a fence per freed block instead of its per-stream bookkeeping.
+// split and merge rules, blocks per queue as its blocks per stream; fences where it records
+// events for record_stream.
 #include "step/caching_pool.hpp"
 
 #include <fmt/format.h>
@@ -55,7 +56,13 @@ CachingPoolDevice::~CachingPoolDevice() {
   }
 }
 
-void* CachingPoolDevice::allocate(std::size_t bytes) { return take(round_size(bytes))->ptr; }
+void* CachingPoolDevice::allocate(std::size_t bytes) {
+  return take(round_size(bytes), Queue::compute)->ptr;
+}
+
+void* CachingPoolDevice::allocate_on(Queue owner, std::size_t bytes) {
+  return take(round_size(bytes), owner)->ptr;
+}
 
 void CachingPoolDevice::deallocate(void* device) noexcept {
   const auto it = live_.find(device);
@@ -67,14 +74,18 @@ void CachingPoolDevice::deallocate(void* device) noexcept {
 }
 
 void CachingPoolDevice::deallocate_after(void* device, Queue last_use) {
-  (void)last_use;  // every queue is fenced (caching_pool.hpp says why)
   const auto it = live_.find(device);
   if (it == live_.end()) return;
   Block* b = it->second;
+  if (last_use == b->queue) {  // its own queue orders every later use after this one
+    deallocate(device);
+    return;
+  }
   live_.erase(it);
   allocated_ -= b->size;  // PyTorch counts it free at once; only its reuse waits
   Pending p{b, {}};
   for (int q = 0; q < kQueueCount; ++q) {
+    if (static_cast<Queue>(q) == b->queue) continue;  // requests of that queue come after
     if (spare_fences_.empty()) {
       p.fences[q] = inner().create_event();
     } else {
@@ -90,15 +101,17 @@ void CachingPoolDevice::collect_pending(bool wait) {
   while (!pending_.empty()) {
     Pending& p = pending_.front();
     for (auto& f : p.fences) {
-      if (wait) inner().event_synchronize(*f);
+      if (f && wait) inner().event_synchronize(*f);
     }
     if (!wait) {
       for (auto& f : p.fences) {
-        if (!inner().event_done(*f)) return;
+        if (f && !inner().event_done(*f)) return;
       }
     }
     free_block(p.block);
-    for (auto& f : p.fences) spare_fences_.push_back(std::move(f));
+    for (auto& f : p.fences) {
+      if (f) spare_fences_.push_back(std::move(f));
+    }
     pending_.pop_front();
   }
 }
@@ -113,15 +126,16 @@ CachingPoolDevice::Block* CachingPoolDevice::new_block() {
   return b;
 }
 
-CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded) {
+CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded, Queue owner) {
   const bool small = rounded <= kSmallSize;
   Block key;
   key.small = small;
   key.size = rounded;
+  key.queue = owner;
   collect_pending(false);
   const auto find = [&]() -> Block* {
     const auto it = free_.lower_bound(&key);
-    if (it == free_.end() || (*it)->small != small) return nullptr;
+    if (it == free_.end() || (*it)->small != small || (*it)->queue != owner) return nullptr;
     Block* found = *it;
     free_.erase(it);
     return found;
@@ -133,7 +147,7 @@ CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded) {
   }
   if (b == nullptr) {
     try {
-      b = new_segment(rounded, small);
+      b = new_segment(rounded, small, owner);
     } catch (const DeviceError& e) {
       // PyTorch's retry: wait for the blocks freed behind the queues, take one that fits, else
       // give every wholly free segment back and ask once more.
@@ -142,7 +156,7 @@ CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded) {
       b = find();
       if (b == nullptr) {
         release_free_segments();
-        b = new_segment(rounded, small);
+        b = new_segment(rounded, small, owner);
       }
     }
   }
@@ -152,6 +166,7 @@ CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded) {
     r->ptr = b->ptr + rounded;
     r->size = rest;
     r->small = small;
+    r->queue = owner;
     r->prev = b;
     r->next = b->next;
     if (b->next != nullptr) b->next->prev = r;
@@ -166,7 +181,8 @@ CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded) {
   return b;
 }
 
-CachingPoolDevice::Block* CachingPoolDevice::new_segment(std::uint64_t rounded, bool small) {
+CachingPoolDevice::Block* CachingPoolDevice::new_segment(std::uint64_t rounded, bool small,
+                                                         Queue owner) {
   const std::uint64_t size = segment_size(rounded);
   if (cap_ > 0 && reserved_ + size > cap_) release_free_segments();
   if (cap_ > 0 && reserved_ + size > cap_) refuse(rounded, "--device-memory");
@@ -177,6 +193,7 @@ CachingPoolDevice::Block* CachingPoolDevice::new_segment(std::uint64_t rounded, 
   b->ptr = static_cast<char*>(p);
   b->size = size;
   b->small = small;
+  b->queue = owner;
   return b;
 }
 

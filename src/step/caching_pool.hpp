@@ -11,12 +11,16 @@
 // A cap (--device-memory) bounds the reserved bytes as a device of that size would: on a miss
 // the pool first returns its wholly free segments to the device, then refuses with the figures.
 //
-// Reuse across queues, as PyTorch's record_stream: a block freed with deallocate_after(ptr, q)
-// waits until the device has passed a fence recorded on every queue at that moment
-// (Device::event_done); only then may another request take it. `q` names the queue of its last
-// use; the fences on the other queues cover work on them that nothing ordered before q's
-// (a prefetch into a block that no module waited for), which H200 runs showed can race. A miss that
-// the cap would refuse first waits for those fences on the host, then returns wholly free segments.
+// Queues, as PyTorch's streams: every segment, and every block cut from it, belongs to the queue
+// that asked for it (allocate_on; allocate: the compute queue), and only requests of that queue
+// reuse it. A block freed with deallocate_after(ptr, q) where q is its own queue, which alone
+// used it, is reusable at once, as PyTorch's free on the block's stream: later work on that
+// queue runs after the work already enqueued there. Where q is another queue (PyTorch's
+// record_stream), the block waits until the device has passed a fence recorded at that moment
+// on every queue but its own (Device::event_done); the fences on the queues other than q cover
+// work on them that nothing ordered before q's (a prefetch into a block that no module waited
+// for), which H200 runs showed can race. A miss that the cap would refuse first waits for those
+// fences on the host, then returns wholly free segments (of any queue).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -38,7 +42,8 @@ class CachingPoolDevice final : public ForwardingDevice {
   CachingPoolDevice(const CachingPoolDevice&) = delete;
   CachingPoolDevice& operator=(const CachingPoolDevice&) = delete;
 
-  void* allocate(std::size_t bytes) override;
+  void* allocate(std::size_t bytes) override;  // a block of the compute queue
+  void* allocate_on(Queue owner, std::size_t bytes);
   void deallocate(void* device) noexcept override;  // free now: no queue uses it any more
   void deallocate_after(void* device, Queue last_use);
 
@@ -65,7 +70,8 @@ class CachingPoolDevice final : public ForwardingDevice {
     std::uint64_t size = 0;
     bool small = false;
     bool free = true;
-    Block* prev = nullptr;  // neighbours within one segment
+    Queue queue = Queue::compute;  // the queue whose requests may reuse it
+    Block* prev = nullptr;         // neighbours within one segment
     Block* next = nullptr;
   };
   struct Pending {  // freed by deallocate_after, reusable once every queue passed its fence
@@ -74,6 +80,7 @@ class CachingPoolDevice final : public ForwardingDevice {
   };
   struct BySize {
     bool operator()(const Block* a, const Block* b) const {
+      if (a->queue != b->queue) return a->queue < b->queue;
       if (a->small != b->small) return a->small < b->small;
       if (a->size != b->size) return a->size < b->size;
       return a->ptr < b->ptr;
@@ -81,8 +88,8 @@ class CachingPoolDevice final : public ForwardingDevice {
   };
 
   Block* new_block();
-  Block* take(std::uint64_t rounded);
-  Block* new_segment(std::uint64_t rounded, bool small);
+  Block* take(std::uint64_t rounded, Queue owner);
+  Block* new_segment(std::uint64_t rounded, bool small, Queue owner);
   void collect_pending(bool wait);  // free the pending blocks whose fence passed (or all)
   bool has_pending() const;
   void release_free_segments();

@@ -82,7 +82,7 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
   }
   s.grad_slot_bf16 = 2 * biggest;
   s.grad_slot_f32 = 4 * biggest_shard;
-  s.hidden = 2 * (n + 1) * T * h;
+  s.hidden = 2 * hidden_states_held(c) * T * h;
   s.logits = 2 * T * V;
   s.grad_hidden = 2 * T * h;
   if (c.model.decoder()) {

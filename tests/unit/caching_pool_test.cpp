@@ -77,6 +77,55 @@ TEST(CachingPool, AFreedBlockIsReusedWithoutANewSegment) {
   pool.deallocate(b);
 }
 
+// A device whose fences have not passed until release(): the GPU behind a host that runs ahead.
+class HeldFencesDevice final : public zob::ForwardingDevice {
+ public:
+  explicit HeldFencesDevice(zob::Device& inner) : ForwardingDevice(inner) {}
+  bool event_done(zob::DeviceEvent& e) override {
+    return !held_ && ForwardingDevice::event_done(e);
+  }
+  void event_synchronize(zob::DeviceEvent& e) override {
+    held_ = false;  // the host waited: the device has passed it
+    ForwardingDevice::event_synchronize(e);
+  }
+  void release() { held_ = false; }
+
+ protected:
+  void before(const char*) override {}
+
+ private:
+  bool held_ = true;
+};
+
+// PyTorch's streams: a block freed on its own queue is reused at once by that queue's next
+// request (stream order makes it safe) even though the device has not caught up; a block
+// another queue used last waits for its fences; no queue takes another's blocks.
+TEST(CachingPool, OwnQueueReusesAtOnceOtherQueuesWaitForTheFences) {
+  zob::CpuDevice cpu(1);
+  HeldFencesDevice held(cpu);
+  CachingPoolDevice pool(held, 0);
+  void* a = pool.allocate(30 * MiB);
+  pool.deallocate_after(a, zob::Queue::compute);  // its own queue: no fence to wait for
+  void* b = pool.allocate(30 * MiB);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(pool.reserved(), 30 * MiB);
+  pool.deallocate_after(b, zob::Queue::compute);
+  void* c = pool.allocate_on(zob::Queue::h2d, 30 * MiB);  // not the compute queue's block
+  EXPECT_NE(c, a);
+  EXPECT_EQ(pool.reserved(), 60 * MiB);
+  pool.deallocate_after(c, zob::Queue::compute);  // read by compute last: fenced
+  EXPECT_EQ(pool.memory_in_use(), 0u);            // counted free at once, as PyTorch does
+  void* d = pool.allocate_on(zob::Queue::h2d, 30 * MiB);
+  EXPECT_NE(d, c);  // the fence on compute has not passed
+  EXPECT_EQ(pool.reserved(), 90 * MiB);
+  held.release();
+  void* e = pool.allocate_on(zob::Queue::h2d, 30 * MiB);
+  EXPECT_EQ(e, c);
+  EXPECT_EQ(pool.reserved(), 90 * MiB);
+  pool.deallocate(d);
+  pool.deallocate(e);
+}
+
 TEST(CachingPool, TheCapRefusesNamingTheFlag) {
   zob::CpuDevice cpu(1);
   CachingPoolDevice pool(cpu, 50 * MiB);

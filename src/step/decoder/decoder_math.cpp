@@ -22,6 +22,7 @@ std::uint64_t padded(std::uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 struct Dims {
   std::uint64_t T, h, q, kv, F, probs;
+  bool sdpa;  // sdpa_layout: what SDPA saves (K and V unrepeated, no probabilities, no x_mid)
 };
 
 Dims dims_of(const RunConfig& c) {
@@ -29,7 +30,8 @@ Dims dims_of(const RunConfig& c) {
   const DecoderArch& a = c.model.arch;
   return {u(c.tokens()),           u(c.model.hidden),
           u(a.heads * a.head_dim), u(a.kv_heads * a.head_dim),
-          u(a.intermediate),       u(c.batch * a.heads) * u(c.seq) * u(c.seq)};
+          u(a.intermediate),       u(c.batch * a.heads) * u(c.seq) * u(c.seq),
+          sdpa_layout(c)};
 }
 
 // Byte offsets of one layer's saved activations, in the order of DecoderMath::Saved.
@@ -49,11 +51,14 @@ SavedOffsets saved_offsets(const Dims& d) {
   o.rstd2 = take(4 * d.T);
   o.xn1 = take(2 * d.T * d.h);
   o.qh = take(2 * d.T * d.q);
-  o.kh = take(2 * d.T * d.q);
-  o.vh = take(2 * d.T * d.q);
-  o.probs = take(2 * d.probs);
+  // SDPA saves K (after rotary, head-major) and V (token-major) unrepeated; the eager
+  // attention saves both repeated to every query head, and the probabilities.
+  o.kh = take(2 * d.T * (d.sdpa ? d.kv : d.q));
+  o.vh = take(2 * d.T * (d.sdpa ? d.kv : d.q));
+  o.probs = take(d.sdpa ? 0 : 2 * d.probs);
   o.attn = take(2 * d.T * d.q);
-  o.xmid = take(2 * d.T * d.h);
+  // x_mid: the fused RMSNorm's backward reads it; the eager one reads its own saved fp32 x.
+  o.xmid = take(d.sdpa ? 0 : 2 * d.T * d.h);
   o.xn2 = take(2 * d.T * d.h);
   o.gate = take(2 * d.T * d.F);
   o.up = take(2 * d.T * d.F);
@@ -62,9 +67,11 @@ SavedOffsets saved_offsets(const Dims& d) {
   return o;
 }
 
-// Scratch: four [T,q], two [T,kv], the probabilities' gradient, two [T,h], three [T,F].
+// Scratch: four [T,q], two [T,kv], the probabilities' gradient, two [T,h], three [T,F];
+// with the SDPA layout also what it does not save: the probabilities (recomputed in
+// backward), K and V repeated to every query head (repeated again in backward) and x_mid.
 struct ScratchOffsets {
-  std::uint64_t t[4], tk, tv, dprobs, dtmp, dtmp2, dact, dgate, dup, end;
+  std::uint64_t t[4], tk, tv, dprobs, dtmp, dtmp2, dact, dgate, dup, probs, krep, vrep, xmid, end;
 };
 
 ScratchOffsets scratch_offsets(const Dims& d) {
@@ -84,6 +91,12 @@ ScratchOffsets scratch_offsets(const Dims& d) {
   o.dact = take(2 * d.T * d.F);
   o.dgate = take(2 * d.T * d.F);
   o.dup = take(2 * d.T * d.F);
+  if (d.sdpa) {
+    o.probs = take(2 * d.probs);
+    o.krep = take(2 * d.T * d.q);
+    o.vrep = take(2 * d.T * d.q);
+    o.xmid = take(2 * d.T * d.h);
+  }
   o.end = at;
   return o;
 }
@@ -144,6 +157,8 @@ DecoderMath::DecoderMath(Device& dev, const RunConfig& c, bf16* hidden_stack, bf
   tied_ = a.tie_embeddings;
   theta_ = a.rope_theta;
   eps_ = static_cast<float>(a.rms_norm_eps);
+  sdpa_ = sdpa_layout(c);
+  hidden_held_ = static_cast<std::int64_t>(hidden_states_held(c));
   set_layer_offsets();
   place_buffers(dev, c);
 }
@@ -196,7 +211,11 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
          b(sc, co.dtmp2),
          b(sc, co.dact),
          b(sc, co.dgate),
-         b(sc, co.dup)};
+         b(sc, co.dup),
+         b(sc, co.probs),
+         b(sc, co.krep),
+         b(sc, co.vrep),
+         b(sc, co.xmid)};
   rstd_f_ = head_saved_.as<float>();
   xf_ = b(head_saved_.as<char>(), padded(4 * d.T));
   eager_ = uses_eager_decoder(c);
@@ -244,14 +263,15 @@ void DecoderMath::norm_backward(const bf16* dy, const bf16* x, const bf16* w, co
 }
 
 // Token-major q, k, v -> the head-major Q, K, V attention reads (rotary on Q and K; K and V
-// repeated to every query head).
+// repeated to every query head). The SDPA layout keeps K unrepeated (v is already its saved
+// a.vh) and repeats both into the scratch.
 void DecoderMath::heads_forward(const bf16* q, const bf16* k, const bf16* v, const Saved& a) const {
   const std::int64_t rep = H_ / K_;
-  if (eager_ && theta_ > 0) {
+  if (sdpa_) {
     eager_math_.rotary_forward(q, a.qh, H_);
-    eager_math_.rotary_forward(k, eager_math_.kv_scratch(), K_);
-    eager_math_.repeat_kv(eager_math_.kv_scratch(), a.kh, false);
-    eager_math_.repeat_kv(v, a.vh, true);
+    eager_math_.rotary_forward(k, a.kh, K_);
+    eager_math_.repeat_kv(a.kh, a.khr, false);
+    eager_math_.repeat_kv(v, a.vhr, true);
     return;
   }
   dev_->to_heads(q, a.qh, B_, S_, H_, D_, 1, theta_);
@@ -263,7 +283,7 @@ void DecoderMath::heads_forward(const bf16* q, const bf16* k, const bf16* v, con
 void DecoderMath::heads_backward(const bf16* dqh, const bf16* dkh, const bf16* dvh, bf16* dq,
                                  bf16* dk, bf16* dv) const {
   const std::int64_t rep = H_ / K_;
-  if (eager_ && theta_ > 0) {
+  if (sdpa_) {
     eager_math_.rotary_backward(dqh, dq, H_);
     eager_math_.sum_repeats(dkh, eager_math_.kv_scratch(), false);
     eager_math_.rotary_backward(eager_math_.kv_scratch(), dk, K_);
@@ -311,7 +331,16 @@ DecoderMath::Saved DecoderMath::saved(std::int64_t layer) const {
   char* base = layer_base(layer);
   const auto b = [&](int i) { return reinterpret_cast<bf16*>(base + saved_at_[i]); };
   const auto f = [&](int i) { return reinterpret_cast<float*>(base + saved_at_[i]); };
-  return {b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8), b(9), b(10), f(11), f(12)};
+  Saved a{b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8), b(9), b(10), f(11), f(12)};
+  a.khr = a.kh;
+  a.vhr = a.vh;
+  if (sdpa_) {
+    a.probs = sc_.probs;
+    a.xmid = sc_.xmid;
+    a.khr = sc_.krep;
+    a.vhr = sc_.vrep;
+  }
+  return a;
 }
 
 void DecoderMath::linear(const bf16* x, const bf16* w, bf16* y, std::int64_t rows, std::int64_t in,
@@ -376,7 +405,7 @@ void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
   const std::int64_t BH = B_ * H_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
   norm_forward(x(layer), w + off_.ln1, a.xn1, a.rstd1, {e.x32_1, a.rstd1, e.xhat1});
-  bf16 *q = sc_.t[0], *k = sc_.tk, *v = sc_.tv;
+  bf16 *q = sc_.t[0], *k = sc_.tk, *v = sdpa_ ? a.vh : sc_.tv;  // SDPA saves v_proj's output
   linear(a.xn1, w + off_.q_w, q, T_, h_, q_);
   linear(a.xn1, w + off_.k_w, k, T_, h_, kv_);
   linear(a.xn1, w + off_.v_w, v, T_, h_, kv_);
@@ -387,11 +416,11 @@ void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
   }
   heads_forward(q, k, v, a);
   // scores = Q K^T per (batch, head), then the causal softmax in place.
-  dev.gemm_strided_batched({false, true, S_, S_, D_, a.qh, D_, a.kh, D_, a.probs, S_}, BH, S_ * D_,
+  dev.gemm_strided_batched({false, true, S_, S_, D_, a.qh, D_, a.khr, D_, a.probs, S_}, BH, S_ * D_,
                            S_ * D_, S_ * S_);
   dev.causal_softmax_forward(a.probs, a.probs, BH, S_, scale);
   bf16* heads_out = sc_.t[0];  // q is dead once in head-major form
-  dev.gemm_strided_batched({false, false, S_, D_, S_, a.probs, S_, a.vh, D_, heads_out, D_}, BH,
+  dev.gemm_strided_batched({false, false, S_, D_, S_, a.probs, S_, a.vhr, D_, heads_out, D_}, BH,
                            S_ * S_, S_ * D_, S_ * D_);
   dev.from_heads(heads_out, a.attn, B_, S_, H_, D_, 1, 0.0);
   linear(a.attn, w + off_.o_w, a.xmid, T_, q_, h_);
@@ -446,14 +475,15 @@ void DecoderMath::attention_backward(const Saved& a, const bf16* w, bf16* g) con
   dev.gemm({false, false, T_, q_, h_, dy_, h_, w + off_.o_w, q_, d_attn, q_});
   dev.gemm({true, false, h_, q_, T_, dy_, h_, a.attn, q_, g + off_.o_w, q_});
   dev.to_heads(d_attn, d_heads_out, B_, S_, H_, D_, 1, 0.0);
+  if (sdpa_) recompute_attention(a);
   // dP = dO V^T, dV = P^T dO, then the softmax's backward in place.
-  dev.gemm_strided_batched({false, true, S_, S_, D_, d_heads_out, D_, a.vh, D_, sc_.dprobs, S_}, BH,
-                           S_ * D_, S_ * D_, S_ * S_);
+  dev.gemm_strided_batched({false, true, S_, S_, D_, d_heads_out, D_, a.vhr, D_, sc_.dprobs, S_},
+                           BH, S_ * D_, S_ * D_, S_ * S_);
   dev.gemm_strided_batched({true, false, S_, D_, S_, a.probs, S_, d_heads_out, D_, dvh, D_}, BH,
                            S_ * S_, S_ * D_, S_ * D_);
   dev.causal_softmax_backward(a.probs, sc_.dprobs, sc_.dprobs, BH, S_, scale);
   bf16* dqh = sc_.t[0];  // d_attn is dead
-  dev.gemm_strided_batched({false, false, S_, D_, S_, sc_.dprobs, S_, a.kh, D_, dqh, D_}, BH,
+  dev.gemm_strided_batched({false, false, S_, D_, S_, sc_.dprobs, S_, a.khr, D_, dqh, D_}, BH,
                            S_ * S_, S_ * D_, S_ * D_);
   dev.gemm_strided_batched({true, false, S_, D_, S_, sc_.dprobs, S_, a.qh, D_, dkh, D_}, BH,
                            S_ * S_, S_ * D_, S_ * D_);
@@ -472,6 +502,18 @@ void DecoderMath::attention_backward(const Saved& a, const bf16* w, bf16* g) con
   dev.residual_add(sc_.dtmp, sc_.dtmp2, T_ * h_);
   dev.gemm({false, false, T_, h_, kv_, dv, kv_, w + off_.v_w, h_, sc_.dtmp2, h_});
   dev.residual_add(sc_.dtmp, sc_.dtmp2, T_ * h_);
+}
+
+// The same K, V and probabilities as the layer's forward made (the same kernels on the same
+// inputs), where SDPA's backward recomputes its own from Q, K and the log-sum-exp.
+void DecoderMath::recompute_attention(const Saved& a) const {
+  const std::int64_t BH = B_ * H_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D_));
+  eager_math_.repeat_kv(a.kh, a.khr, false);
+  eager_math_.repeat_kv(a.vh, a.vhr, true);
+  dev_->gemm_strided_batched({false, true, S_, S_, D_, a.qh, D_, a.khr, D_, a.probs, S_}, BH,
+                             S_ * D_, S_ * D_, S_ * S_);
+  dev_->causal_softmax_forward(a.probs, a.probs, BH, S_, scale);
 }
 
 }  // namespace zob::step_detail

@@ -63,9 +63,13 @@ class DecoderMath {
     std::int64_t q_w, q_b, k_w, k_b, v_w, v_b, o_w, gate, up, down, ln1, ln2;
   };
   // One layer's saved activations.
+  // With the SDPA layout kh is head-major [B,K,S,D] and vh token-major [T,kv] (unrepeated),
+  // and probs, xmid, khr and vhr point into the scratch; otherwise khr = kh and vhr = vh,
+  // repeated to every query head.
   struct Saved {
     bf16 *xn1, *qh, *kh, *vh, *probs, *attn, *xmid, *xn2, *gate, *up, *act;
     float *rstd1, *rstd2;
+    bf16 *khr = nullptr, *vhr = nullptr;  // K and V as the batched gemms read them
   };
   // The eager decoder's saved tensors of one layer: RMSNorm's fp32 x and bf16 x*rstd, silu's
   // output.
@@ -76,6 +80,7 @@ class DecoderMath {
   // Scratch of one layer's forward and backward (see scratch_offsets in decoder_math.cpp).
   struct Scratch {
     bf16 *t[4], *tk, *tv, *dprobs, *dtmp, *dtmp2, *dact, *dgate, *dup;
+    bf16 *probs, *krep, *vrep, *xmid;  // the SDPA layout's (nullptr-sized otherwise)
   };
   void set_layer_offsets();
   void place_buffers(Device& dev, const RunConfig& config);
@@ -85,11 +90,13 @@ class DecoderMath {
   void take_layer_block(std::int64_t layer) const;
   void give_layer_block(std::int64_t layer) const;
   Saved saved(std::int64_t layer) const;
-  bf16* x(std::int64_t i) const { return hidden_ + i * T_ * h_; }
+  bf16* x(std::int64_t i) const { return hidden_ + (i % hidden_held_) * T_ * h_; }
   void layer_forward(std::int64_t layer, const bf16* w) const;
   void layer_backward(std::int64_t layer, const bf16* w, bf16* g,
                       const std::function<void()>& grads_done) const;
   void attention_backward(const Saved& a, const bf16* w, bf16* g) const;
+  // The SDPA layout's backward: K and V repeated again and the probabilities recomputed.
+  void recompute_attention(const Saved& a) const;
   // The parts whose kernels differ between the fused decoder and the eager one (eager_).
   EagerSaved eager_saved(std::int64_t layer) const;
   // `eager`: the eager decoder's saved tensors of this norm (rstd included); unused when fused.
@@ -110,6 +117,8 @@ class DecoderMath {
   Device* dev_;
   std::int64_t B_, S_, T_, h_, V_, n_, F_, H_, K_, D_, q_, kv_;
   bool bias_, tied_;
+  bool sdpa_ = false;             // sdpa_layout
+  std::int64_t hidden_held_ = 1;  // hidden_states_held
   double theta_;
   float eps_;
   LayerOffsets off_{};

@@ -24,6 +24,17 @@ EagerOpCounts eager_op_counts(const RunConfig& config);
 // Whether the run's decoder is this one: --schedule deepspeed with --model, unless --decoder
 // fused (--decoder eager elsewhere is refused by the config checks).
 bool uses_eager_decoder(const RunConfig& config);
+// Whether a layer saves what PyTorch's scaled_dot_product_attention saves (the eager decoder
+// with rotary, as transformers' default "sdpa" attention): Q, K and V unrepeated and the output,
+// not the probabilities, which its backward recomputes (SDPA's kernels do so from the log-sum-exp
+// they keep; the tool recomputes the softmax whole and keeps no log-sum-exp: 0.2 MB per
+// Llama-3.2-3B layer at b4 s512). Measured: results/h200/2026-12-04-deepspeed-memory's
+// saved-activations.jsonl.
+bool sdpa_layout(const RunConfig& config);
+// How many [T,h] hidden states the decoder holds: x_0..x_n, or two under the eager decoder,
+// whose backward reads what autograd saved (RMSNorm's fp32 x) instead of a layer's input, so
+// x_i dies when layer i's forward ends, as in PyTorch.
+std::uint64_t hidden_states_held(const RunConfig& config);
 
 // Device bytes of the eager decoder's scratch (the fp32 intermediates of RMSNorm, the rotary
 // temporaries and tables) and of what it saves per layer beyond decoder_math's (RMSNorm's fp32

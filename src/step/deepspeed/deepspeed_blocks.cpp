@@ -84,7 +84,8 @@ void DeepSpeedRunner::make_live(const std::vector<int>& ids, Queue q) {
   for (std::int64_t j : residency_.make_live(ids)) {
     const auto m = static_cast<std::size_t>(j);
     if (block_[m] != nullptr) continue;  // released in this module's visits, not yet freed
-    block_[m] = mem_.allocate(2 * static_cast<std::size_t>(layout_.modules[m].count));
+    // A block of the fetch's queue, as DeepSpeed allocates it on its all-gather stream.
+    block_[m] = mem_.allocate_on(q, 2 * static_cast<std::size_t>(layout_.modules[m].count));
     for (int id : persistent_of_module_[m]) {
       dev_.copy_on_device(q, param_of(id), persistent_slot(id),
                           2 * static_cast<std::size_t>(tensor(id).count));
@@ -142,17 +143,19 @@ void DeepSpeedRunner::flush_tensor_copies(int id, const bf16* grad_bf16, const f
   const std::int64_t count = sharded() ? parts_.real(t, id, parts_.rank) : t.count;
   const auto n = static_cast<std::size_t>(count);
   bf16* host_bf16 = grads_bf16_.as<bf16>() + parts_.offset[static_cast<std::size_t>(id)];
-  auto* back = static_cast<bf16*>(mem_.allocate(2 * n));
+  // Blocks of the reduce stream (d2h), which alone uses them, as DeepSpeed's flush allocates.
+  auto* back = static_cast<bf16*>(mem_.allocate_on(Queue::d2h, 2 * n));
   copy(flush_copies_, Queue::d2h, "d2h", "grad_bf16:" + t.name, false, host_bf16, grad_bf16, 2 * n);
   copy(flush_copies_, Queue::d2h, "h2d", "grad_back:" + t.name, true, back, host_bf16, 2 * n);
   const std::int64_t view = ds_norm_view_elems(count);
-  auto* norm_view = static_cast<float*>(mem_.allocate(8 * static_cast<std::size_t>(view)));
+  auto* norm_view =
+      static_cast<float*>(mem_.allocate_on(Queue::d2h, 8 * static_cast<std::size_t>(view)));
   for (std::int64_t at = 0; at < count; at += view) {
     dev_.cast_bf16_to_f32(back + at, norm_view, std::min(view, count - at), Queue::d2h);
   }
-  norm_scalars_.push_back(mem_.allocate(8));
+  norm_scalars_.push_back(mem_.allocate_on(Queue::d2h, 8));
   mem_.deallocate_after(norm_view, Queue::d2h);
-  auto* f32 = static_cast<float*>(mem_.allocate(4 * n));
+  auto* f32 = static_cast<float*>(mem_.allocate_on(Queue::d2h, 4 * n));
   dev_.cast_bf16_to_f32(back, f32, count, Queue::d2h);
   copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
        grads_.as<float>() + parts_.offset[static_cast<std::size_t>(id)],

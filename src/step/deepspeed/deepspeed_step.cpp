@@ -375,7 +375,7 @@ void DeepSpeedRunner::flush(const DsFlush& f) {
     flush_ranks(f);
   } else {  // reduce_scatter_coalesced's copy of the bucket (torch.cat), then per tensor
     const auto bytes = 2 * static_cast<std::size_t>(bucket_fill_);
-    auto* cat = static_cast<bf16*>(mem_.allocate(bytes));
+    auto* cat = static_cast<bf16*>(mem_.allocate_on(Queue::d2h, bytes));
     dev_.copy_on_device(Queue::d2h, cat, bucket_.as<bf16>(), bytes);
     for (int id : f.tensors)
       flush_tensor_copies(id, cat + bucket_at_[static_cast<std::size_t>(id)], nullptr);
