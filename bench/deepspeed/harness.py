@@ -222,7 +222,7 @@ def init_like_tool(torch, model, vocab, hidden, layers, seed):
 # --------------------------------------------------------------------------------------
 # Child: one arm
 # --------------------------------------------------------------------------------------
-def ds_config(batch, pin):
+def ds_config(batch, pin, offload_param=True):
     return {
         "train_micro_batch_size_per_gpu": batch,
         "gradient_accumulation_steps": 1,
@@ -237,7 +237,8 @@ def ds_config(batch, pin):
             "stage": 3,
             # sub_group_size left at DeepSpeed's default (1e9 elements)
             "offload_optimizer": {"device": "cpu", "pin_memory": pin},
-            "offload_param": {"device": "cpu", "pin_memory": pin},
+            # --no-offload-param: the tool's copy_back loop (parameters stay on the device)
+            **({"offload_param": {"device": "cpu", "pin_memory": pin}} if offload_param else {}),
         },
     }
 
@@ -297,7 +298,7 @@ def run_child(args):
         torch.cuda.reset_peak_memory_stats()
 
     engine, optimizer, _, _ = deepspeed.initialize(
-        model=model, model_parameters=model.parameters(), config=ds_config(args.batch, pin))
+        model=model, model_parameters=model.parameters(), config=ds_config(args.batch, pin, args.offload_param))
     inner = getattr(optimizer, "optimizer", None)
     opt_name = type(inner).__name__ if inner is not None else type(optimizer).__name__
     # Data parallel as the tool's --gpus N: rank r on the token ids of seed + r.
@@ -349,6 +350,7 @@ def run_child(args):
         "params": params,
         "batch": args.batch,
         "seq": args.seq,
+        "offload_param": args.offload_param,
         "steps": args.steps,
         "warmup": args.warmup,
         "step_avg_s": statistics.fmean(steps_s),
@@ -932,6 +934,8 @@ def child_argv(args, arm):
             "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
             "--warmup", str(args.warmup), "--seed", str(args.seed), "--init", args.init,
             "--attn", args.attn]
+    if not args.offload_param:
+        argv.append("--no-offload-param")
     if args.model_config:
         argv += ["--model-config", args.model_config]
     if args.profile:
@@ -1043,6 +1047,8 @@ def main(argv=None):
     ap.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa",
                     help="with --model-config: transformers' attention implementation (default sdpa, "
                     "what a user gets; eager = the tool's materialised softmax)")
+    ap.add_argument("--no-offload-param", dest="offload_param", action="store_false",
+                    help="offload the optimizer only (the tool's copy_back loop)")
     ap.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma list of {', '.join(ARMS)}")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per arm (0 = none)")
     ap.add_argument("--profile", action="store_true",
