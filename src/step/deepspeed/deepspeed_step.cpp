@@ -89,11 +89,12 @@ void DeepSpeedRunner::allocate_host() {
   const std::int64_t P = parts_.total;
   const HostMemoryMode pinned = pinned_mode_for(arm_);
   const auto P2 = static_cast<std::size_t>(P) * 2, P4 = P2 * 2;
-  // DeepSpeed pins the fp32 master only where a copy reads it: under offload_param the host
-  // casts it into the pinned bf16 buffer, and it stays plain memory (the profile's 53 locked
-  // buffers hold no fp32 master).
-  master_ = HostBuffer(P4, offload() ? HostMemoryMode::pageable : pinned, &dev_, "fp32 master",
-                       pool_.get());
+  // DeepSpeed's fp32 master is plain memory in both loops (stage3.py's .to(cpu).clone().float()):
+  // its pin accounting holds no fp32 master under offload_param (the profile's 53 locked
+  // buffers) nor in the copy-back loop, where the copy back reads it from pageable memory (2
+  // locked buffers, fp32 gradients and the bf16 gradient partition, 6 B/param:
+  // results/h200/2026-12-04-memory-sdpa/call2/ds-qwen05-b4-s128-cb.txt).
+  master_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "fp32 master", pool_.get());
   grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients", pool_.get());
   grads_bf16_ = HostBuffer(P2, pinned, &dev_, "bf16 gradient partition", pool_.get());
   exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());

@@ -47,8 +47,8 @@ class DeepSpeedCase final : public ScheduleCase {
   // As DeepSpeedRunner::allocate_host (deepspeed_step.cpp) allocates them.
   void plan_host(const RunConfig& c, std::uint64_t P,
                  std::vector<PlannedHostBuffer>& buffers) const override {
-    for (PlannedHostBuffer& b : buffers) {  // offload_param: its fp32 master is plain memory
-      if (b.name == "fp32 master" && c.loop == Loop::offload_param) b.pinned = false;
+    for (PlannedHostBuffer& b : buffers) {  // its fp32 master is plain memory in both loops
+      if (b.name == "fp32 master") b.pinned = false;
     }
     buffers.insert(buffers.begin() + 2, {"bf16 gradient partition", 2 * P, true, true});
     if (c.loop == Loop::offload_param) {
