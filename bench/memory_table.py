@@ -4,7 +4,9 @@ peaks, locked bytes and step times (this tree and the one before the memory work
 beside DeepSpeed 0.19.8's recorded ones (results/h200/2026-12-02-deepspeed-account), and eager
 PyTorch's saved activations per layer beside the tool's per-layer block.
 
-Usage: bench/memory_table.py results/h200/2026-12-04-deepspeed-memory
+Usage: bench/memory_table.py FOLDER [SAVED_ACTIVATIONS_JSONL]
+  FOLDER: results/h200/2026-12-04-deepspeed-memory, or results/h200/2026-12-04-memory-sdpa/call1
+  (whose saved activations are the first folder's: pass its saved-activations.jsonl)
 """
 import glob
 import json
@@ -41,7 +43,7 @@ def pct(a, b):
     return f"{(a / b - 1) * 100:+.0f} %"
 
 
-def main(folder):
+def main(folder, saved=None):
     print("| case | DeepSpeed peak (GB) | tool peak: allocated / reserved reg. / reserved unreg. (GB) | "
           "plan (GB) | tool before (GB) | locked: DeepSpeed / tool (B) | step reg. / unreg. (s): "
           "tool / before |")
@@ -72,7 +74,7 @@ def main(folder):
     print("| model, shape | eager PyTorch saves per layer (MB) | the tool's per-layer block (MB) | "
           "difference x layers (GB) | tool peak - DeepSpeed peak (GB) |")
     print("|---|---|---|---|---|")
-    for line in open(os.path.join(folder, "saved-activations.jsonl")):
+    for line in open(saved or os.path.join(folder, "saved-activations.jsonl")):
         d = json.loads(line)
         case = next(c for c in CASES if c[1] == d["model"] and c[3])
         new = json.load(open(os.path.join(folder, case[0] + ".json")))
@@ -95,4 +97,5 @@ def new_block(folder, name):
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else
-                  os.path.join(ROOT, "results/h200/2026-12-04-deepspeed-memory")))
+                  os.path.join(ROOT, "results/h200/2026-12-04-deepspeed-memory"),
+                  sys.argv[2] if len(sys.argv) > 2 else None))
