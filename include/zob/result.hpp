@@ -102,17 +102,24 @@ struct StepBound {
   // The physical bound (docs/schedules.md): the host memory is shared by Adam and every copy's
   // DMA, so all of the step's host bytes, not Adam's alone, go through it at the probe's rate.
   double host_bytes = 0;  // bytes of the step through host memory (CPU passes + copies)
-  // The host memory's rate for the physical bound: the higher of the probe and the fastest
-  // Adam pass of the timed steps (its bytes / its host time). Why: the GPU machine's host
-  // bandwidth drifts ~20 % within minutes, and a probe taken in a slow moment put the bound
-  // above a measured stock step (0.79, results/h200/2026-12-02-physical-bound); a pass that
-  // ran faster proves the memory could. 0 in files made before: the probe's rate then.
+  // The host memory's rate for the physical bound: the probe's, a measurement independent of
+  // the step it judges (merged ranks: the sum of the ranks' probes). 0 in files made before
+  // issue 25: the probe's rate then.
   double host_gb_per_s = 0;
-  // Which measurement set host_gb_per_s: "probe" (the median of its passes), "adam_pass" or
-  // "step" (the fastest timed step's host bytes after its serial part, over its time after
-  // it: a step that ran proves the memory could, so step / physical bound stays >= 1).
+  // Which measurement set host_gb_per_s: "probe", or "ranks" (their probes' sum). Files made
+  // before issue 37 may say "adam_pass" or "step": the bound was raised to the fastest Adam
+  // pass or step there, so a step could never beat it.
   std::string host_rate_from;
-  double host_memory_s = 0;  // host_bytes / host_gb_per_s
+  // The fastest Adam pass of the timed steps (its bytes / its host time), beside the probe: a
+  // reader sees where the probe read less than the step's own pass (not used by the bound).
+  double adam_pass_gb_per_s = 0;
+  // The fastest timed step; beaten: it took less than physical_s, which a lower bound cannot
+  // allow, so the probe misread this run's host memory and the bound is "not known"
+  // (physical_verdict) instead of being moved to fit the step.
+  double fastest_step_s = 0;
+  bool beaten = false;
+  std::string physical_verdict;  // "holds", "not known", or "" without a physical bound
+  double host_memory_s = 0;      // host_bytes / host_gb_per_s
   // Time no exact schedule can give the host memory work: step t+1's forward needs every
   // parameter Adam updates in step t (Adam follows the gradients, head first; the forward
   // starts at the embedding), and Adam needs the first gradients: the forward and the first
@@ -132,8 +139,7 @@ struct StepBound {
   int probe_passes = 0;
 
   // The physical bound's fields from host_bytes, serial_s, serial_host_bytes, host_gb_per_s
-  // (the best of the probe and the Adam passes, host_rate_from saying which), pcie_s and
-  // compute_s; the fastest timed step raises host_gb_per_s where it moved its bytes faster.
+  // (the probe's), pcie_s and compute_s; then whether the fastest timed step beat it.
   void finish_physical(double median_wall_s, double fastest_wall_s);
 };
 

@@ -212,8 +212,9 @@ StepBound group_bound(const std::vector<ArmResult>& results, const ArmResult& me
     // The ranks' serial parts run at once: the longest holds the host memory's work back.
     b.serial_host_bytes += r.bound.serial_host_bytes;
     b.serial_s = std::max(b.serial_s, r.bound.serial_s);
-    // The ranks' Adam passes run at once, like their probes: their rates add up.
-    b.host_gb_per_s += std::max(r.bound.host_gb_per_s, r.bound.probe_gb_per_s);
+    // The ranks' probes run at once, as their Adam passes do: their rates add up.
+    b.host_gb_per_s += r.bound.probe_gb_per_s;
+    b.adam_pass_gb_per_s += r.bound.adam_pass_gb_per_s;
   }
   b.adam_s = b.probe_gb_per_s > 0
                  ? 28.0 * static_cast<double>(group_params) / (b.probe_gb_per_s * 1e9)

@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "driver/fault_device.hpp"
 #include "driver/process.hpp"
@@ -142,7 +143,7 @@ void apply_child_fault(Arm arm, int fd) {
     ::_exit(0);
   } else if (kind == "noresult") {
     ::_exit(0);
-  } else if (kind == "perturb") {
+  } else if (kind == "perturb" || kind == "probe_low") {
     return;  // applied to the result, see perturb_result
   } else if (kind == "memlock_taken") {
     // The parent's pre-flight has passed; what this child may lock shrinks now, as when
@@ -155,9 +156,19 @@ void apply_child_fault(Arm arm, int fd) {
 }
 
 void perturb_result(ArmResult& r) {
-  if (child_fault_kind(r.arm) != std::optional<std::string>("perturb")) return;
+  const std::optional<std::string> kind = child_fault_kind(r.arm);
   const auto i = static_cast<std::size_t>(std::max(r.warmup, 0));
-  if (!r.ok || i >= r.samples.size()) return;
+  if (!kind || !r.ok || i >= r.samples.size()) return;
+  if (*kind == "probe_low") {  // the physical bound again, from a probe 1000 times too slow
+    std::vector<double> wall;
+    for (std::size_t s = i; s < r.samples.size(); ++s) wall.push_back(r.samples[s].wall_s);
+    std::sort(wall.begin(), wall.end());
+    r.bound.probe_gb_per_s /= 1000;
+    r.bound.host_gb_per_s = r.bound.probe_gb_per_s;
+    r.bound.finish_physical(wall[wall.size() / 2], wall.front());
+    return;
+  }
+  if (*kind != "perturb") return;
   r.samples[i].loss = std::nextafter(r.samples[i].loss, std::numeric_limits<float>::infinity());
 }
 

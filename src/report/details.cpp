@@ -305,20 +305,30 @@ namespace {
 // host bytes at the host rate, against the busiest link and the compute.
 std::string physical_bound_line(const ArmResult& a) {
   const StepBound& b = a.bound;
-  const double host = std::max(b.host_gb_per_s, b.probe_gb_per_s);
+  const double host = b.host_gb_per_s > 0 ? b.host_gb_per_s : b.probe_gb_per_s;
   std::string rate = fmt::format("{:.1f} GB/s", host);
-  if (b.host_rate_from == "adam_pass" || b.host_rate_from == "step") {
+  if (b.host_rate_from == "adam_pass" || b.host_rate_from == "step") {  // files before issue 37
     rate += fmt::format(", its fastest {} (probe {:.1f})",
                         b.host_rate_from == "step" ? "step" : "Adam pass", b.probe_gb_per_s);
   } else if (b.host_rate_from == "ranks") {
-    rate += ", the ranks' sum";
+    rate += ", the ranks' probes";
+  } else {
+    rate += ", the probe";
   }
   const double rest = std::max(0.0, b.host_bytes - b.serial_host_bytes);
-  return fmt::format(
+  std::string out = fmt::format(
       "physical bound: {}: {:.4f} s, step/bound {:.2f} = max(serial {:.4f} s + host memory "
       "{:.3f} GB at {} {:.4f} s, busiest link {:.4f} s, compute {:.4f} s)\n",
       to_string(a.arm), b.physical_s, b.physical_ratio, b.serial_s, rest / 1e9, rate,
       host > 0 ? rest / (host * 1e9) : 0.0, b.pcie_s, b.compute_s);
+  if (b.beaten) {
+    out += fmt::format(
+        "physical bound: {}: not known: its fastest step ({:.4f} s) beat it ({:.4f} s), so the "
+        "probe's {:.1f} GB/s misread this run's host memory (its fastest Adam pass: {:.1f} "
+        "GB/s); the probe is unreliable for this run\n",
+        to_string(a.arm), b.fastest_step_s, b.physical_s, host, b.adam_pass_gb_per_s);
+  }
+  return out;
 }
 
 // The lower bound (Adam's bytes at the probe, the busiest link, then the compute added) and

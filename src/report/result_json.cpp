@@ -342,7 +342,12 @@ void to_json(nlohmann::json& j, const StepBound& b) {
       {"serial_s", finite_or_null(b.serial_s)},
       {"serial_host_bytes", finite_or_null(b.serial_host_bytes)},
       {"physical_s", finite_or_null(b.physical_s)},
-      {"physical_ratio", finite_or_null(b.physical_ratio)}};
+      {"physical_ratio", finite_or_null(b.physical_ratio)},
+      {"adam_pass_gb_per_s", finite_or_null(b.adam_pass_gb_per_s)},
+      {"fastest_step_s", finite_or_null(b.fastest_step_s)},
+      {"beaten", b.beaten},
+      {"physical_verdict",
+       b.physical_verdict.empty() ? nlohmann::json(nullptr) : nlohmann::json(b.physical_verdict)}};
 }
 
 void from_json(const nlohmann::json& j, StepBound& b) {
@@ -371,6 +376,13 @@ void from_json(const nlohmann::json& j, StepBound& b) {
   b.serial_host_bytes = optional("serial_host_bytes");
   b.physical_s = optional("physical_s");
   b.physical_ratio = optional("physical_ratio");
+  // absent before issue 37 (the bound was raised to the step's own rate there)
+  b.adam_pass_gb_per_s = optional("adam_pass_gb_per_s");
+  b.fastest_step_s = optional("fastest_step_s");
+  b.beaten = j.contains("beaten") && j.at("beaten").is_boolean() && j.at("beaten").get<bool>();
+  b.physical_verdict = j.contains("physical_verdict") && j.at("physical_verdict").is_string()
+                           ? j.at("physical_verdict").get<std::string>()
+                           : "";
 }
 
 void to_json(nlohmann::json& j, const ThreadPlacement& p) {

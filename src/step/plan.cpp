@@ -152,10 +152,7 @@ StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links
   b.serial_host_bytes = serial_bytes.empty() ? 0 : median(serial_bytes);
   b.host_gb_per_s = probe_gb_per_s;
   b.host_rate_from = "probe";
-  if (fastest_adam_gb_per_s > b.host_gb_per_s) {
-    b.host_gb_per_s = fastest_adam_gb_per_s;
-    b.host_rate_from = "adam_pass";
-  }
+  b.adam_pass_gb_per_s = fastest_adam_gb_per_s;
   b.finish_physical(median(wall), wall.empty() ? 0 : *std::min_element(wall.begin(), wall.end()));
   return b;
 }
@@ -165,19 +162,15 @@ StepBound step_bound(const ArmResult& r, const std::vector<StepLinkTimes>& links
 void StepBound::finish_physical(double median_wall_s, double fastest_wall_s) {
   StepBound& b = *this;
   const double rest_bytes = std::max(0.0, b.host_bytes - b.serial_host_bytes);
-  // The fastest timed step moved rest_bytes after its serial part: the memory can.
-  if (fastest_wall_s > b.serial_s && rest_bytes > 0) {
-    const double step_rate = rest_bytes / (fastest_wall_s - b.serial_s) / 1e9;
-    if (step_rate > b.host_gb_per_s) {
-      b.host_gb_per_s = step_rate;
-      b.host_rate_from = "step";
-    }
-  }
   const double rate = b.host_gb_per_s * 1e9;
   b.host_memory_s = rate > 0 ? b.host_bytes / rate : 0;
   const double host_side = b.serial_s + (rate > 0 ? rest_bytes / rate : 0);
   b.physical_s = std::max({host_side, b.pcie_s, b.compute_s});
   b.physical_ratio = b.physical_s > 0 ? median_wall_s / b.physical_s : 0;
+  // Never moved to fit the step: a step below it says the probe misread this run.
+  b.fastest_step_s = fastest_wall_s;
+  b.beaten = b.physical_s > 0 && fastest_wall_s > 0 && fastest_wall_s < b.physical_s;
+  b.physical_verdict = b.physical_s <= 0 ? "" : b.beaten ? "not known" : "holds";
 }
 
 MemoryPlan plan_memory(const RunConfig& config, int ranks_on_node) {

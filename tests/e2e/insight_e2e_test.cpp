@@ -285,6 +285,25 @@ TEST(Insight, DisagreeingArmExitsOneNamingTheFirstDifferingStep) {
   EXPECT_EQ(j.at("validation").at("rounds_equal"), true);  // perturbed alike in both rounds
 }
 
+// A probe that misread the host memory (1000 times too slow: ZOB_TEST_CHILD_FAULT probe_low)
+// puts the physical bound above the arm's steps. The bound is not moved to fit them: the run
+// says the bound is not known and names the probe as unreliable, in its text and DRIVERRESULT.
+TEST(Insight, AStepThatBeatsThePhysicalBoundMakesItNotKnown) {
+  const Result r = run_bench(small(), {{"ZOB_TEST_CHILD_FAULT", "unregistered:probe_low"}});
+  expect_no_leftovers();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("physical bound: unregistered: not known: its fastest step"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("the probe is unreliable for this run"), std::string::npos) << r.out;
+  const auto b = driver_result(r.out).at("unregistered").at("bound");
+  EXPECT_EQ(b.at("beaten"), true);
+  EXPECT_EQ(b.at("physical_verdict"), "not known");
+  EXPECT_DOUBLE_EQ(b.at("host_gb_per_s").get<double>(), b.at("probe_gb_per_s").get<double>());
+  EXPECT_LT(b.at("fastest_step_s").get<double>(), b.at("physical_s").get<double>());
+  EXPECT_LT(b.at("physical_ratio").get<double>(), 1.0);
+}
+
 std::string write_run(const std::string& name,
                       const std::vector<std::pair<std::string, std::string>>& values,
                       std::vector<std::string> extra = {}) {
