@@ -1,0 +1,113 @@
+// Issue 37, "trust at the edges", through the real binary: a bad config.json is refused in one
+// line naming the file, the key and the accepted range (never a flag the user did not give);
+// exit codes that say what happened (a timeout, too large an `adam --params`).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "e2e_support.hpp"
+
+namespace {
+
+using namespace zob_e2e;
+namespace fs = std::filesystem;
+
+// A fresh folder per test, removed at the end.
+class Hostile : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        fs::temp_directory_path() / ("zob-hostile-" + std::to_string(::getpid()) + "-" +
+                                     testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    expect_no_leftovers();
+  }
+  // A folder `name` holding a config.json of `text`; returns the folder.
+  std::string config(const std::string& name, const std::string& text) const {
+    fs::create_directories(dir_ / name);
+    std::ofstream(dir_ / name / "config.json", std::ios::binary) << text;
+    return (dir_ / name).string();
+  }
+  fs::path dir_;
+};
+
+// A tiny Llama config.json with `key` set to `value` (the text as JSON has it).
+std::string llama_with(const std::string& key, const std::string& value) {
+  nlohmann::json j = {{"model_type", "llama"},   {"vocab_size", 256},
+                      {"hidden_size", 32},       {"intermediate_size", 64},
+                      {"num_hidden_layers", 2},  {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2}};
+  std::string text = j.dump(2);
+  const std::string field = "\"" + key + "\": ";
+  const std::size_t at = text.find(field);
+  if (at == std::string::npos) return text.insert(1, "\n  " + field + value + ",");
+  const std::size_t end = text.find_first_of(",\n", at);
+  return text.replace(at + field.size(), end - at - field.size(), value);
+}
+
+std::vector<std::string> with_model(const std::string& folder) {
+  return {"--device", "cpu", "--model", folder, "--batch", "1", "--seq", "8", "--dry-run"};
+}
+
+TEST_F(Hostile, ConfigJsonValuesAreNamedByTheirKeyWithTheAcceptedRange) {
+  struct Case {
+    std::string key, value, says;
+  };
+  for (const Case& c : {Case{"num_hidden_layers", "0",
+                             "num_hidden_layers 0 is out of range; give "
+                             "a whole number from 1 to 100000"},
+                        Case{"hidden_size", "1e12", "hidden_size 1000000000000.0 is out of range"},
+                        Case{"hidden_size", "-5", "hidden_size -5 is out of range"},
+                        Case{"vocab_size", "\"big\"", "vocab_size \"big\" is not a whole number"},
+                        Case{"intermediate_size", "64.5", "intermediate_size 64.5 is not a whole"},
+                        Case{"num_attention_heads", "0", "num_attention_heads 0 is out of range"},
+                        Case{"num_key_value_heads", "5",
+                             "num_key_value_heads 5 is out of range; "
+                             "give a whole number from 1 to 4"},
+                        Case{"num_key_value_heads", "3",
+                             "num_attention_heads 4 is not a multiple "
+                             "of num_key_value_heads 3"},
+                        Case{"head_dim", "7", "head_dim 7 is odd"}}) {
+    SCOPED_TRACE(c.key + " " + c.value);
+    const std::string folder = config("m", llama_with(c.key, c.value));
+    const Result r = run_bench(with_model(folder));
+    EXPECT_EQ(r.rc, 2) << r.err;
+    expect_one_error_line(r, c.says);
+    if (c.says.rfind(c.key + " ", 0) == 0 && c.key != "head_dim") {
+      // A key's own refusal names the file, the key, and how to fix it.
+      EXPECT_NE(r.err.find(folder + "/config.json: " + c.key), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("edit " + c.key + " in "), std::string::npos) << r.err;
+    }
+    // Never a flag the user did not give.
+    for (const char* flag : {"--layers", "--hidden", "--vocab"}) {
+      EXPECT_EQ(r.err.find(flag), std::string::npos) << flag << " in: " << r.err;
+    }
+  }
+}
+
+TEST_F(Hostile, ConfigJsonSyntaxErrorsGiveTheLineAndColumn) {
+  // A trailing comma on line 3 (the parser stops at the closing brace on line 4, column 1).
+  const std::string folder =
+      config("m", "{\n  \"model_type\": \"llama\",\n  \"vocab_size\": 256,\n}\n");
+  const Result r = run_bench(with_model(folder));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  expect_one_error_line(r, folder + "/config.json: JSON syntax error at line 4, column 1");
+  EXPECT_NE(r.err.find("a trailing comma"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << "the parser's raw text: " << r.err;
+}
+
+TEST_F(Hostile, AMissingKeyIsNamedAlone) {
+  nlohmann::json j = nlohmann::json::parse(llama_with("num_hidden_layers", "2"));
+  j.erase("intermediate_size");
+  const Result r = run_bench(with_model(config("m", j.dump())));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  expect_one_error_line(r, "has no intermediate_size; it is required");
+  EXPECT_EQ(r.err.find("hidden_size"), std::string::npos) << "lists other keys: " << r.err;
+}
+
+}  // namespace
