@@ -74,7 +74,10 @@ ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pi
 ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, const ChildOutcome& o) {
   const int pid = static_cast<int>(o.pid);
   auto fail = [&](std::string why) { return failed_arm(c, arm, info, pid, std::move(why)); };
-  if (o.timed_out) return fail("timed out after " + seconds_text(c.timeout_s));
+  if (o.timed_out) {
+    return fail("timed out after " + seconds_text(c.timeout_s) +
+                " (--timeout); raise --timeout, or give 0 for no limit");
+  }
   if (o.stopped_by != 0 && !(o.exited && o.exit_code == 0)) {
     return fail("interrupted by " + describe_signal(o.stopped_by));
   }
@@ -164,7 +167,8 @@ namespace {
 // 1. Probe: resolve --device in a child, so the parent never loads a device runtime. Returns
 // the child's answer, or the exit code of a run that ends here.
 std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
-  const ChildOutcome probe = run_child(child_args(kProbeFlag, "", config), config.timeout_s);
+  const ChildOutcome probe =
+      run_child(child_args(kProbeFlag, "", config), probe_timeout_s(config.timeout_s));
   if (probe.stopped_by != 0) {
     error_line("interrupted by " + describe_signal(probe.stopped_by) +
                " while probing the "
@@ -175,7 +179,7 @@ std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
   nlohmann::json answer;
   std::string problem;
   if (probe.timed_out) {
-    problem = "the device probe timed out after " + seconds_text(config.timeout_s);
+    problem = "the device probe timed out after " + seconds_text(probe_timeout_s(config.timeout_s));
   } else if (probe.term_signal != 0) {
     problem = "the device probe was killed by " + describe_signal(probe.term_signal);
   } else {
@@ -190,10 +194,11 @@ std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
   if (problem.empty()) return answer;
   const std::string prefix = requested + ": ";  // plugins may already name themselves
   if (problem.rfind(prefix, 0) == 0) problem.erase(0, prefix.size());
-  error_line(
-      fmt::format("backend {} unavailable: {}; run with --device cpu, or on a machine "
-                  "with that accelerator",
-                  requested, problem));
+  // The CPU device is always built: its probe failing is no reason to suggest it.
+  error_line(fmt::format("backend {} unavailable: {}; {}", requested, problem,
+                         config.device == DeviceKind::cpu
+                             ? "check the machine's load and memory and run again"
+                             : "run with --device cpu, or on a machine with that accelerator"));
   return exit_code::backend_unavailable;
 }
 

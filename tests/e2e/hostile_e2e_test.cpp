@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "e2e_support.hpp"
 
@@ -108,6 +109,43 @@ TEST_F(Hostile, AMissingKeyIsNamedAlone) {
   EXPECT_EQ(r.rc, 2) << r.err;
   expect_one_error_line(r, "has no intermediate_size; it is required");
   EXPECT_EQ(r.err.find("hidden_size"), std::string::npos) << "lists other keys: " << r.err;
+}
+
+// ------------------------------------------------------------------ exit codes
+
+TEST_F(Hostile, ATimeoutIsReportedAsATimeoutWithItsExitCode) {
+  // docs/schema.md: an arm past --timeout failed (exit 1); the probe has its own limit, so the
+  // run is never "backend cpu unavailable" (exit 3).
+  const Result r = run_bench(small({"--timeout", "0.001"}));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("arm registered: timed out after 0.001 s (--timeout); raise --timeout"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("unavailable"), std::string::npos) << r.err;
+  const nlohmann::json d = driver_result(r.out);
+  EXPECT_FALSE(d["registered"]["ok"].get<bool>());
+  EXPECT_NE(d["registered"]["error"].get<std::string>().find("timed out"), std::string::npos);
+}
+
+// MemAvailable of this machine, bytes.
+std::uint64_t mem_available_bytes() {
+  std::istringstream in(read_text("/proc/meminfo"));
+  std::string key, unit;
+  for (std::uint64_t kb = 0; in >> key >> kb >> unit;) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+TEST_F(Hostile, AdamParamsBeyondTheHostIsBadInputNamingTheFlagAndTheMemory) {
+  const std::uint64_t avail = mem_available_bytes();
+  ASSERT_GT(avail, 0u);
+  const std::string params = std::to_string(avail / 18 * 2);  // twice what fits, at 18 B each
+  const Result r = run_bench({"adam", "--params", params, "--repeats", "1"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  expect_one_error_line(r, "adam --params " + params + " needs ");
+  EXPECT_NE(r.err.find("GB available (MemAvailable); give --params "), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace
