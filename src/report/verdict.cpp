@@ -141,6 +141,24 @@ std::vector<Verdict> verdicts(const RunResult& run) {
   return out;
 }
 
+std::string advice_withheld(const RunResult& run, const Verdict& v) {
+  if (v.conclusive) return "";
+  if (!v.applicable) return "nothing is registered on the CPU device; run on cuda or xpu";
+  if (const std::string shared = shared_device(run); !shared.empty()) {
+    return "the verdict is inconclusive: another process used the device (" + shared +
+           "); run again with the device to itself";
+  }
+  if (v.rounds < 2 || !v.low || !v.high) {
+    return fmt::format(
+        "the verdict is inconclusive: {} round{} in which both arms completed give{} no "
+        "interval; run with --repeats 5 or more",
+        v.rounds, v.rounds == 1 ? "" : "s", v.rounds == 1 ? "s" : "");
+  }
+  return fmt::format(
+      "the verdict is inconclusive: its interval {:.2f}-{:.2f} includes 1.0; raise --repeats",
+      *v.low, *v.high);
+}
+
 std::string render_verdict_lines(const RunResult& run) {
   std::string out;
   if (run.sweep.size() <= 1) {

@@ -33,6 +33,11 @@ struct Verdict {
 // registered arm where both completed.
 std::vector<Verdict> verdicts(const RunResult& run);
 
+// Why no advice (settings, projection) follows from `v`, as "<reason>; <fix>"; "" when the
+// verdict is conclusive: applicable, over >= 2 rounds, the device to itself, and an interval
+// that excludes 1.0.
+std::string advice_withheld(const RunResult& run, const Verdict& v);
+
 // "verdict: <sentence>" per comparison (per configuration of a sweep, each named); "" when
 // no two arms completed.
 std::string render_verdict_lines(const RunResult& run);
