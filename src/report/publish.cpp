@@ -133,6 +133,8 @@ std::string render_stdout(const RunResult& run) {
 
 bool publish_run(const RunResult& run) {
   for (const auto& w : run_warnings(run)) stderr_line("warning: ", w);
+  // A check that could not run says so (DRIVERRESULT's "occupancy_check" too).
+  if (const OccupancyCheck o = occupancy_check(run); !o.note.empty()) stderr_line("note: ", o.note);
   const nlohmann::ordered_json doc = driver_result_json(run);
   const ReportContext context{run, doc};
   const auto reporters = run_reporters(run.config);

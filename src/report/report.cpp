@@ -213,6 +213,7 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
       run.interrupted.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.interrupted);
   add_run_details(j, run);
   j["registration_applicable"] = registration_applicable(run);
+  j["occupancy_check"] = occupancy_check_json(run);
   j["verdicts"] = verdicts_json(run);
   j["settings"] = settings_json(run);
   j["not_contained"] = not_contained_json(run.config);

@@ -148,4 +148,38 @@ TEST_F(Hostile, AdamParamsBeyondTheHostIsBadInputNamingTheFlagAndTheMemory) {
   EXPECT_EQ(r.out, "");
 }
 
+// ------------------------------------------------------------------ checks that cannot run
+
+// The shared-device check counts the device's other processes (NVML on CUDA) and watches its
+// free memory; where it cannot, the run says so on stderr and in DRIVERRESULT.
+TEST_F(Hostile, AnOccupancyCheckThatCannotRunSaysSo) {
+  const Result cpu = run_bench(small());
+  ASSERT_EQ(cpu.rc, 0) << cpu.err;
+  const std::string off =
+      "note: the shared-device check could not count the processes on the device (the CPU "
+      "device keeps no list of its users); nor is its free memory known, so another run on it "
+      "would go unnoticed";
+  EXPECT_NE(cpu.err.find("zero3-offload-bench: " + off + "\n"), std::string::npos) << cpu.err;
+  const auto c = driver_result(cpu.out).at("occupancy_check");
+  EXPECT_EQ(c.at("processes_counted"), false);
+  EXPECT_EQ(c.at("free_memory_watched"), false);
+  EXPECT_EQ(c.at("note"), off.substr(6));
+  // Free memory known (the hook reports it for every arm), processes counted for one arm only.
+  const Result half = run_bench(small(), {{"ZOB_TEST_DEVICE_SHARED", "registered:0"}});
+  ASSERT_EQ(half.rc, 0) << half.err;
+  const auto h = driver_result(half.out).at("occupancy_check");
+  EXPECT_EQ(h.at("processes_counted"), false);
+  EXPECT_EQ(h.at("free_memory_watched"), true);
+  EXPECT_NE(h.at("note").get<std::string>().find("only a fall of its free memory"),
+            std::string::npos);
+  // Every arm counted (0 others): nothing to say.
+  const Result counted =
+      run_bench(small({"--arms", "registered"}), {{"ZOB_TEST_DEVICE_SHARED", "registered:0"}});
+  ASSERT_EQ(counted.rc, 0) << counted.err;
+  EXPECT_EQ(counted.err.find("note: the shared-device check"), std::string::npos) << counted.err;
+  const auto k = driver_result(counted.out).at("occupancy_check");
+  EXPECT_EQ(k.at("processes_counted"), true);
+  EXPECT_TRUE(k.at("note").is_null());
+}
+
 }  // namespace
