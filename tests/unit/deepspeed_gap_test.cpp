@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "random_seed.hpp"
 #include "report/deepspeed_gap.hpp"
 #include "report/details.hpp"
 #include "report/report.hpp"
@@ -20,7 +21,7 @@ namespace {
 
 // Fresh random step times every run; the seed goes into each test's output (SCOPED_TRACE in
 // the tests that draw, and the XML report) so that a failure can be replayed.
-const std::uint64_t kSeed = std::random_device{}();
+const std::uint64_t kSeed = zob::test::random_seed("deepspeed_gap_test");
 std::mt19937_64 gen{kSeed};
 double uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(gen); }
 #define ZOB_TRACE_SEED()                                      \
