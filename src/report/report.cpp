@@ -176,8 +176,11 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["workload"] = workload_json(c);
   if (const auto ops = device_ops_plan_json(c); !ops.is_null()) j["device_ops_plan"] = ops;
   const Validation v = validate_arms(run);
+  // An interrupted run validated only what ran: no "ok" for the arms that did not.
+  bool all_ran = true;
+  for (const auto& a : run.arms) all_ran = all_ran && a.ok;
   j["validation"] = {
-      {"ok", v.ok()},
+      {"ok", run.interrupted.empty() || all_ran ? nlohmann::json(v.ok()) : nlohmann::json(nullptr)},
       {"checksums_equal", v.checksums_equal},
       {"losses_equal", v.losses_equal},
       {"rounds_equal", v.rounds_equal},

@@ -38,6 +38,12 @@ std::vector<Verdict> verdicts(const RunResult& run);
 // that excludes 1.0.
 std::string advice_withheld(const RunResult& run, const Verdict& v);
 
+// `v` with its arms named as measured: where the arm with the change was the slower (the
+// median over rounds, else the ratio of averages, below 1) `slow` and `fast` swap, the ratios
+// and their interval invert and the savings change sign; the text stays. DRIVERRESULT's
+// "verdicts" are these.
+Verdict as_measured(const Verdict& v);
+
 // "verdict: <sentence>" per comparison (per configuration of a sweep, each named); "" when
 // no two arms completed.
 std::string render_verdict_lines(const RunResult& run);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "e2e_support.hpp"
@@ -180,6 +181,74 @@ TEST_F(Hostile, AnOccupancyCheckThatCannotRunSaysSo) {
   const auto k = driver_result(counted.out).at("occupancy_check");
   EXPECT_EQ(k.at("processes_counted"), true);
   EXPECT_TRUE(k.at("note").is_null());
+}
+
+// ------------------------------------------------------------------ small output fixes
+
+// The trace numbers steps from 1, warmup included, as stderr's "[arm] step i/n" and the CSV's
+// step rows do.
+TEST_F(Hostile, TheTraceNumbersStepsAsStderrAndTheCsvDo) {
+  const std::string trace = (dir_ / "t.json").string(), csv = (dir_ / "t.csv").string();
+  const Result r = run_bench(small({"--arms", "registered", "--trace", trace, "--csv", csv}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<std::string> names;
+  const nlohmann::json events = nlohmann::json::parse(read_text(trace)).at("traceEvents");
+  for (const auto& e : events) {
+    if (e.at("ph") == "X" && e.at("tid") == 0) names.push_back(e.at("name"));
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"step 1 (warmup)", "step 2", "step 3"}));
+  for (const char* line : {"[registered] step 1/3 (warmup)", "[registered] step 3/3 (timed)"}) {
+    EXPECT_NE(r.err.find(line), std::string::npos) << r.err;
+  }
+  const std::string rows = read_text(csv);
+  EXPECT_NE(rows.find("step,registered,,2,"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("step,registered,,3,"), std::string::npos) << rows;
+}
+
+// DRIVERRESULT's verdicts name the arms as measured: `slow` is the arm whose steps were slower
+// (by the median over rounds, else the averages), whichever arm has the change; on the CPU
+// device either arm may win.
+TEST_F(Hostile, TheVerdictsSlowAndFastFollowTheMeasuredSteps) {
+  for (int run = 0; run < 2; ++run) {
+    const Result r = run_bench(small());
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto j = driver_result(r.out);
+    const auto& v = j.at("verdicts").at(0);
+    const double slow = j.at(v.at("slow").get<std::string>()).at("step_avg_s");
+    const double fast = j.at(v.at("fast").get<std::string>()).at("step_avg_s");
+    EXPECT_GE(slow, fast) << v;
+    EXPECT_GE(v.at("ratio").get<double>(), 1.0) << v;
+    EXPECT_DOUBLE_EQ(v.at("ratio").get<double>(), slow / fast);
+    EXPECT_GE(v.at("saved_s").get<double>(), 0.0) << v;
+  }
+}
+
+// The chart says what ran (model, schedule, device, when), and no arm's line has a phase's
+// colour.
+TEST_F(Hostile, TheChartNamesTheRunAndItsArmsHaveColoursOfTheirOwn) {
+  const std::string svg = (dir_ / "c.svg").string();
+  const Result r = run_bench(small({"--plot", svg}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string text = read_text(svg);
+  EXPECT_NE(text.find(">synthetic-h64-l2, --schedule deepspeed, cpu ("), std::string::npos);
+  EXPECT_EQ(text.find(">this run<"), std::string::npos);
+  const auto attr_values = [&](const std::string& marker, const std::string& attr) {
+    std::set<std::string> out;
+    for (std::size_t at = text.find(marker); at != std::string::npos;
+         at = text.find(marker, at + 1)) {
+      const std::size_t end = text.find('>', at);
+      const std::size_t a = text.find(attr + "=\"", at);
+      if (a == std::string::npos || a > end) continue;
+      const std::size_t v = a + attr.size() + 2;
+      out.insert(text.substr(v, text.find('"', v) - v));
+    }
+    return out;
+  };
+  const auto phases = attr_values("class=\"phase\"", "fill");
+  const auto arms = attr_values("class=\"steps\"", "stroke");
+  ASSERT_FALSE(phases.empty()) << text.substr(0, 2000);
+  ASSERT_EQ(arms.size(), 2u) << text.substr(0, 2000);
+  for (const std::string& c : arms) EXPECT_EQ(phases.count(c), 0u) << c << " is a phase's colour";
 }
 
 }  // namespace
