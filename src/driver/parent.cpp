@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -120,9 +121,25 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, const
   return r;
 }
 
+// The run's arm runs (every configuration, round and arm): how many, how many ran and how
+// long they took, for the estimate of the time left that each arm's start line gives.
+struct RunProgress {
+  int total = 0, done = 0;
+  double spent_s = 0;
+  std::string starting(const std::string& label) const {
+    std::string line = fmt::format("arm {}: starting (arm run {} of {}", label, done + 1, total);
+    if (done > 0) {
+      const double each = spent_s / done;
+      line += fmt::format("; about {:.1f} s left in the run at the {:.1f} s an arm run has taken",
+                          each * (total - done), each);
+    }
+    return line + ")";
+  }
+};
+
 std::vector<RunConfig> sweep_configs(const RunConfig& config);
 std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const DeviceInfo& info,
-                                               int& stopped_by);
+                                               int& stopped_by, RunProgress& progress);
 
 int exit_code_for_signal(int sig) {
   if (sig == SIGHUP) return exit_code::hung_up;
@@ -243,6 +260,9 @@ int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const
 // drifts of the machine hit every arm alike.
 void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run, int& stopped_by) {
   const std::vector<RunConfig> points = sweep_configs(resolved);
+  RunProgress progress;
+  progress.total =
+      static_cast<int>(points.size() * resolved.arms.size()) * std::max(resolved.repeats, 1);
   for (const RunConfig& point : points) {
     if (points.size() > 1) {
       std::fprintf(stderr, "zero3-offload-bench: chunk_elems=%lld sub_group_size=%lld\n",
@@ -250,7 +270,7 @@ void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run
                    static_cast<long long>(point.sub_group_size));
     }
     RunResult part;
-    part.rounds = run_rounds(point, info, stopped_by);
+    part.rounds = run_rounds(point, info, stopped_by, progress);
     for (Arm arm : resolved.arms) part.arms.push_back(combine_rounds(runs_of(part, arm)));
     if (run.sweep.empty()) {  // the top level reports the first configuration
       run.rounds = part.rounds;
@@ -349,7 +369,7 @@ std::vector<RunConfig> sweep_configs(const RunConfig& config) {
 // The rounds of one configuration. Once a stop signal has been seen (stopped_by != 0), the
 // remaining arms of the round are reported as not run, and no further round starts.
 std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const DeviceInfo& info,
-                                               int& stopped_by) {
+                                               int& stopped_by, RunProgress& progress) {
   std::vector<std::vector<ArmResult>> out;
   const int rounds = std::max(resolved.repeats, 1);
   for (int k = 0; k < rounds && stopped_by == 0; ++k) {
@@ -363,8 +383,9 @@ std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const 
                                      "not run: interrupted by " + describe_signal(stopped_by)));
         continue;
       }
-      std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", label.c_str());
+      std::fprintf(stderr, "zero3-offload-bench: %s\n", progress.starting(label).c_str());
       ChildOutcome o;
+      const auto started = std::chrono::steady_clock::now();
       try {
         o = run_child(child_args(kChildFlag, to_string(arm), resolved), resolved.timeout_s);
       } catch (const std::exception& e) {
@@ -372,6 +393,9 @@ std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const 
                                      std::string("could not start the child: ") + e.what()));
         continue;
       }
+      ++progress.done;
+      progress.spent_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       ArmResult r = collect_arm(resolved, arm, info, o);
       if (!r.ok) error_line(fmt::format("arm {}: {}", label, r.error));
       results.push_back(std::move(r));

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -249,6 +250,37 @@ TEST_F(Hostile, TheChartNamesTheRunAndItsArmsHaveColoursOfTheirOwn) {
   ASSERT_FALSE(phases.empty()) << text.substr(0, 2000);
   ASSERT_EQ(arms.size(), 2u) << text.substr(0, 2000);
   for (const std::string& c : arms) EXPECT_EQ(phases.count(c), 0u) << c << " is a phase's colour";
+}
+
+// ------------------------------------------------------------------ progress
+
+// A long run is not silent: each arm's start says which of the run's arm runs it is and, once
+// one has run, about how long the rest will take; each step line, from the first, the time
+// left in its arm.
+TEST_F(Hostile, ProgressEstimatesTheTimeLeftFromTheFirstStepOfEachArm) {
+  const Result r = run_bench(small({"--repeats", "2"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::regex start(
+      R"(zero3-offload-bench: arm (registered|unregistered) \(round [12]/2\): starting \(arm )"
+      R"(run ([1-4]) of 4(; about [0-9.]+ s left in the run at the [0-9.]+ s an arm run has )"
+      R"(taken)?\))");
+  const std::regex step(
+      R"(\[(registered|unregistered)[^\]]*\] step ([123])/3 \((warmup|timed)\): [0-9.]+ s  loss )"
+      R"(\S+(  \(about [0-9.]+ s left in this arm: ([12]) more steps?\))?)");
+  int starts = 0, steps = 0;
+  for (const std::string& line : lines_of(r.err)) {
+    std::smatch m;
+    if (std::regex_match(line, m, start)) {
+      ++starts;
+      EXPECT_EQ(m[3].matched, m[2] != "1") << line;  // an estimate once an arm run has taken
+    } else if (std::regex_match(line, m, step)) {
+      ++steps;
+      EXPECT_EQ(m[5].matched, m[2] != "3") << line;  // the last step has none left
+      if (m[6].matched) EXPECT_EQ(std::stoi(m[6]), 3 - std::stoi(m[2])) << line;
+    }
+  }
+  EXPECT_EQ(starts, 4) << r.err;
+  EXPECT_EQ(steps, 12) << r.err;
 }
 
 }  // namespace
