@@ -93,10 +93,13 @@ std::optional<Projection> project_user_step(const RunResult& run, std::string* w
   // Only from arms that ran: the user's arm must be one side of a comparison.
   const Verdict* found = comparison_of(all, c.deepspeed_arm);
   if (found == nullptr) {
-    return refuse(fmt::format(
-        "--deepspeed-arm {} is not among the arms that completed ({}); add it to --arms "
-        "(e.g. --arms registered,{})",
-        arm_key(c, c.deepspeed_arm), arms_completed(run), to_string(c.deepspeed_arm)));
+    const std::string fix =
+        c.compat == Compat::v2
+            ? "--compat v2 runs unpinned and pinned; --ablate-register adds pinned-unregistered"
+            : fmt::format("add it to --arms (e.g. --arms registered,{})",
+                          to_string(c.deepspeed_arm));
+    return refuse(fmt::format("--deepspeed-arm {} is not among the arms that completed ({}); {}",
+                              to_string(c.deepspeed_arm), arms_completed(run), fix));
   }
   const Verdict& v = *found;
   if (std::string why = advice_withheld(run, v); !why.empty()) return refuse(std::move(why));

@@ -178,6 +178,13 @@ TEST(DeepSpeedGap, NoProjectionFromOneRoundOrFromAnArmThatDidNotRun) {
   EXPECT_EQ(why,
             "--deepspeed-arm pageable is not among the arms that completed (registered, "
             "unregistered); add it to --arms (e.g. --arms registered,pageable)");
+  run.config.compat = zob::Compat::v2;  // --arms is refused there: the fix is another flag
+  EXPECT_FALSE(zob::project_user_step(run, &why).has_value());
+  EXPECT_NE(why.find("; --compat v2 runs unpinned and pinned; --ablate-register adds "
+                     "pinned-unregistered"),
+            std::string::npos)
+      << why;
+  run.config.compat = zob::Compat::v1;
   run.config.device = zob::DeviceKind::cpu;
   run.config.deepspeed_arm = zob::Arm::unregistered;
   EXPECT_EQ(zob::render_projection(run),
