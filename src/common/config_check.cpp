@@ -110,8 +110,16 @@ void check_sizes(const RunConfig& c) {
   const auto h = static_cast<std::uint64_t>(c.model.hidden);
   const auto n = static_cast<std::uint64_t>(c.model.layers);
   const auto tokens = mul(static_cast<std::uint64_t>(c.batch), static_cast<std::uint64_t>(c.seq));
-  const std::string shape = fmt::format("--hidden {} --layers {} --vocab {} --batch {} --seq {}", h,
-                                        n, V, c.batch, c.seq);
+  // A --model config's keys are named as its file names them, not as flags never given.
+  const std::string shape =
+      c.model.decoder()
+          ? fmt::format(
+                "--model {} (hidden_size {}, layers {}, vocab_size {}, intermediate_size "
+                "{}, num_attention_heads {}, head_dim {}) --batch {} --seq {}",
+                c.model.name, h, n, V, c.model.arch.intermediate, c.model.arch.heads,
+                c.model.arch.head_dim, c.batch, c.seq)
+          : fmt::format("--hidden {} --layers {} --vocab {} --batch {} --seq {}", h, n, V, c.batch,
+                        c.seq);
   // The parameter formula of docs/anatomy.md (parameter_count), in checked arithmetic.
   auto per_layer = add(mul(mul(h, h), 8), mul(h, 5));
   auto params = add(mul(mul(V, h), 2), mul(per_layer, n));
@@ -129,9 +137,9 @@ void check_sizes(const RunConfig& c) {
     }
   }
   if (!params || *params > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-    throw UsageError("the model " + shape +
-                     " has more parameters than fit in 64 bits; "
-                     "choose a smaller --hidden, --layers or --vocab");
+    throw UsageError("the model " + shape + " has more parameters than fit in 64 bits; " +
+                     (c.model.decoder() ? "choose a smaller model or --layers"
+                                        : "choose a smaller --hidden, --layers or --vocab"));
   }
   // 28 B/param of Adam traffic is the largest per-parameter byte count any part computes.
   if (!mul(*params, 28)) {

@@ -3,6 +3,7 @@
 // executable), so no device state, registration or JIT cache leaks from one arm to the next,
 // and a crash or hang of one arm cannot take the others with it.
 #pragma once
+#include <algorithm>
 #include <string>
 
 #include "zob/config.hpp"
@@ -47,6 +48,12 @@ inline constexpr const char* kChildFlag = "--internal-child";
 inline constexpr const char* kConfigFlag = "--internal-config";
 inline constexpr const char* kResultFdFlag = "--internal-result-fd";
 inline constexpr int kChildResultFd = 3;
+// The device probe's own time limit: a first CUDA / Level Zero init can take a while.
+// --timeout limits each arm; the probe waits for the larger of the two (none without either).
+inline constexpr double kProbeTimeoutS = 120;
+inline double probe_timeout_s(double arm_timeout_s) {
+  return arm_timeout_s > 0 ? std::max(arm_timeout_s, kProbeTimeoutS) : 0;
+}
 
 // The run's start for reports ("2026-11-29T14:15:54Z") and this host's name ("" unknown).
 std::string now_utc();

@@ -14,8 +14,6 @@ namespace zob {
 
 namespace {
 
-constexpr double kProbeTimeoutS = 120;  // a first CUDA / Level Zero init can take a while
-
 std::string gb(std::uint64_t bytes) {
   return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9);
 }
@@ -28,7 +26,7 @@ std::string probe_line(const RunConfig& config, DeviceKind kind) {
                                       kResultFdFlag, std::to_string(kChildResultFd)};
   ChildOutcome o;
   try {
-    o = run_child(args, config.timeout_s > 0 ? config.timeout_s : kProbeTimeoutS);
+    o = run_child(args, config.timeout_s > 0 ? probe_timeout_s(config.timeout_s) : kProbeTimeoutS);
   } catch (const std::exception& e) {
     return std::string("unavailable: could not start the probe: ") + e.what();
   }

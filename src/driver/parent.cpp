@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -74,7 +75,10 @@ ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pi
 ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, const ChildOutcome& o) {
   const int pid = static_cast<int>(o.pid);
   auto fail = [&](std::string why) { return failed_arm(c, arm, info, pid, std::move(why)); };
-  if (o.timed_out) return fail("timed out after " + seconds_text(c.timeout_s));
+  if (o.timed_out) {
+    return fail("timed out after " + seconds_text(c.timeout_s) +
+                " (--timeout); raise --timeout, or give 0 for no limit");
+  }
   if (o.stopped_by != 0 && !(o.exited && o.exit_code == 0)) {
     return fail("interrupted by " + describe_signal(o.stopped_by));
   }
@@ -117,9 +121,25 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, const
   return r;
 }
 
+// The run's arm runs (every configuration, round and arm): how many, how many ran and how
+// long they took, for the estimate of the time left that each arm's start line gives.
+struct RunProgress {
+  int total = 0, done = 0;
+  double spent_s = 0;
+  std::string starting(const std::string& label) const {
+    std::string line = fmt::format("arm {}: starting (arm run {} of {}", label, done + 1, total);
+    if (done > 0) {
+      const double each = spent_s / done;
+      line += fmt::format("; about {:.1f} s left in the run at the {:.1f} s an arm run has taken",
+                          each * (total - done), each);
+    }
+    return line + ")";
+  }
+};
+
 std::vector<RunConfig> sweep_configs(const RunConfig& config);
 std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const DeviceInfo& info,
-                                               int& stopped_by);
+                                               int& stopped_by, RunProgress& progress);
 
 int exit_code_for_signal(int sig) {
   if (sig == SIGHUP) return exit_code::hung_up;
@@ -164,7 +184,8 @@ namespace {
 // 1. Probe: resolve --device in a child, so the parent never loads a device runtime. Returns
 // the child's answer, or the exit code of a run that ends here.
 std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
-  const ChildOutcome probe = run_child(child_args(kProbeFlag, "", config), config.timeout_s);
+  const ChildOutcome probe =
+      run_child(child_args(kProbeFlag, "", config), probe_timeout_s(config.timeout_s));
   if (probe.stopped_by != 0) {
     error_line("interrupted by " + describe_signal(probe.stopped_by) +
                " while probing the "
@@ -175,7 +196,7 @@ std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
   nlohmann::json answer;
   std::string problem;
   if (probe.timed_out) {
-    problem = "the device probe timed out after " + seconds_text(config.timeout_s);
+    problem = "the device probe timed out after " + seconds_text(probe_timeout_s(config.timeout_s));
   } else if (probe.term_signal != 0) {
     problem = "the device probe was killed by " + describe_signal(probe.term_signal);
   } else {
@@ -190,10 +211,11 @@ std::variant<nlohmann::json, int> probe_device(const RunConfig& config) {
   if (problem.empty()) return answer;
   const std::string prefix = requested + ": ";  // plugins may already name themselves
   if (problem.rfind(prefix, 0) == 0) problem.erase(0, prefix.size());
-  error_line(
-      fmt::format("backend {} unavailable: {}; run with --device cpu, or on a machine "
-                  "with that accelerator",
-                  requested, problem));
+  // The CPU device is always built: its probe failing is no reason to suggest it.
+  error_line(fmt::format("backend {} unavailable: {}; {}", requested, problem,
+                         config.device == DeviceKind::cpu
+                             ? "check the machine's load and memory and run again"
+                             : "run with --device cpu, or on a machine with that accelerator"));
   return exit_code::backend_unavailable;
 }
 
@@ -238,6 +260,9 @@ int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const
 // drifts of the machine hit every arm alike.
 void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run, int& stopped_by) {
   const std::vector<RunConfig> points = sweep_configs(resolved);
+  RunProgress progress;
+  progress.total =
+      static_cast<int>(points.size() * resolved.arms.size()) * std::max(resolved.repeats, 1);
   for (const RunConfig& point : points) {
     if (points.size() > 1) {
       std::fprintf(stderr, "zero3-offload-bench: chunk_elems=%lld sub_group_size=%lld\n",
@@ -245,7 +270,7 @@ void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run
                    static_cast<long long>(point.sub_group_size));
     }
     RunResult part;
-    part.rounds = run_rounds(point, info, stopped_by);
+    part.rounds = run_rounds(point, info, stopped_by, progress);
     for (Arm arm : resolved.arms) part.arms.push_back(combine_rounds(runs_of(part, arm)));
     if (run.sweep.empty()) {  // the top level reports the first configuration
       run.rounds = part.rounds;
@@ -344,7 +369,7 @@ std::vector<RunConfig> sweep_configs(const RunConfig& config) {
 // The rounds of one configuration. Once a stop signal has been seen (stopped_by != 0), the
 // remaining arms of the round are reported as not run, and no further round starts.
 std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const DeviceInfo& info,
-                                               int& stopped_by) {
+                                               int& stopped_by, RunProgress& progress) {
   std::vector<std::vector<ArmResult>> out;
   const int rounds = std::max(resolved.repeats, 1);
   for (int k = 0; k < rounds && stopped_by == 0; ++k) {
@@ -358,8 +383,9 @@ std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const 
                                      "not run: interrupted by " + describe_signal(stopped_by)));
         continue;
       }
-      std::fprintf(stderr, "zero3-offload-bench: arm %s: starting\n", label.c_str());
+      std::fprintf(stderr, "zero3-offload-bench: %s\n", progress.starting(label).c_str());
       ChildOutcome o;
+      const auto started = std::chrono::steady_clock::now();
       try {
         o = run_child(child_args(kChildFlag, to_string(arm), resolved), resolved.timeout_s);
       } catch (const std::exception& e) {
@@ -367,6 +393,9 @@ std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const 
                                      std::string("could not start the child: ") + e.what()));
         continue;
       }
+      ++progress.done;
+      progress.spent_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       ArmResult r = collect_arm(resolved, arm, info, o);
       if (!r.ok) error_line(fmt::format("arm {}: {}", label, r.error));
       results.push_back(std::move(r));

@@ -1,9 +1,11 @@
 // --model: the built-in table of published decoder configs, and the reader of a local
 // Hugging Face config.json (docs/models.md).
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,9 +14,13 @@
 
 #include "zob/errors.hpp"
 #include "zob/model.hpp"
+#include "zob/settings.hpp"
 
 namespace zob {
 namespace {
+
+// intermediate_size's ceiling: 16 x --hidden's, far above any published MLP (4-8 x hidden).
+constexpr std::int64_t kMaxIntermediate = limits::hidden * 16;
 
 struct Published {
   const char* hf_id;
@@ -107,14 +113,32 @@ class ConfigFields {
  public:
   ConfigFields(const nlohmann::json& j, std::string origin) : j_(j), origin_(std::move(origin)) {}
   bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-  std::int64_t integer(const char* key) const {
-    if (!has(key)) fail(std::string("has no ") + key + "; it is required");
+  // A whole number (1e3 written as a float counts) within [min, max]; a refusal names the key,
+  // its value as the file has it and the range.
+  std::int64_t integer(const char* key, std::int64_t min, std::int64_t max) const {
+    if (!has(key)) fail(std::string("has no ") + key + "; it is required: " + range(min, max));
     const nlohmann::json& v = j_.at(key);
-    if (!v.is_number_integer()) fail(std::string(key) + " is not a whole number");
-    return v.get<std::int64_t>();
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+      fail_key(key, v, "is out of range; give " + range(min, max));
+    }
+    std::int64_t n = 0;
+    if (v.is_number_integer()) {
+      n = v.get<std::int64_t>();
+    } else if (v.is_number_float() && v.get<double>() == std::floor(v.get<double>())) {
+      const double d = v.get<double>();
+      if (!(d >= static_cast<double>(min) && d <= static_cast<double>(max))) {
+        fail_key(key, v, "is out of range; give " + range(min, max));
+      }
+      n = static_cast<std::int64_t>(d);
+    } else {
+      fail_key(key, v, "is not a whole number; give " + range(min, max));
+    }
+    if (n < min || n > max) fail_key(key, v, "is out of range; give " + range(min, max));
+    return n;
   }
-  std::int64_t integer_or(const char* key, std::int64_t fallback) const {
-    return has(key) ? integer(key) : fallback;
+  std::int64_t integer_or(const char* key, std::int64_t fallback, std::int64_t min,
+                          std::int64_t max) const {
+    return has(key) ? integer(key, min, max) : fallback;
   }
   double number_or(const char* key, double fallback) const {
     if (!has(key)) return fallback;
@@ -134,6 +158,15 @@ class ConfigFields {
   [[noreturn]] void fail(const std::string& what) const {
     throw UsageError("--model: " + origin_ + " " + what);
   }
+  // "--model: FILE: hidden_size 1e12 is out of range; give ...; edit that key in FILE".
+  [[noreturn]] void fail_key(const char* key, const nlohmann::json& value,
+                             const std::string& what) const {
+    throw UsageError("--model: " + origin_ + ": " + key + " " + value.dump() + " " + what +
+                     "; edit " + key + " in " + origin_);
+  }
+  static std::string range(std::int64_t min, std::int64_t max) {
+    return "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+  }
 
  private:
   const nlohmann::json& j_;
@@ -147,6 +180,24 @@ double rope_theta_of(const nlohmann::json& j, const ConfigFields& f) {
     if (rope.has("rope_theta")) return rope.number_or("rope_theta", 0);
   }
   return f.number_or("rope_theta", 10000.0);
+}
+
+// "--model: FILE: JSON syntax error at line 3, column 5: <the parser's words>; fix ...".
+[[noreturn]] void json_syntax_error(const std::string& text, const std::string& origin,
+                                    const nlohmann::json::parse_error& e) {
+  const std::size_t end = std::min(e.byte > 0 ? e.byte - 1 : 0, text.size());
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') ++line, column = 1;
+    else ++column;
+  }
+  std::string detail = e.what();
+  const std::size_t colon = detail.find(": ", detail.find("parse error"));
+  if (colon != std::string::npos) detail = detail.substr(colon + 2);
+  throw UsageError(fmt::format(
+      "--model: {}: JSON syntax error at line {}, column {}: {}; fix the JSON there (a missing "
+      "comma, quote or bracket, a trailing comma, a comment: JSON has none)",
+      origin, line, column, detail));
 }
 
 std::string read_text(const std::filesystem::path& path) {
@@ -177,19 +228,27 @@ void check_decoder_arch(const ModelShape& s) {
   const auto bad = [&](const std::string& what) {
     throw UsageError("--model " + s.name + ": " + what);
   };
-  if (s.vocab <= 0 || s.hidden <= 0 || s.layers < 0 || a.intermediate <= 0 || a.heads <= 0 ||
-      a.kv_heads <= 0 || a.head_dim <= 0) {
-    bad("vocab_size, hidden_size, intermediate_size, num_attention_heads, num_key_value_heads "
-        "and head_dim must be positive, num_hidden_layers >= 0");
+  const std::pair<const char*, std::int64_t> positive[] = {{"vocab_size", s.vocab},
+                                                           {"hidden_size", s.hidden},
+                                                           {"intermediate_size", a.intermediate},
+                                                           {"num_attention_heads", a.heads},
+                                                           {"num_key_value_heads", a.kv_heads},
+                                                           {"head_dim", a.head_dim}};
+  for (const auto& [key, value] : positive) {
+    if (value <= 0) bad(std::string(key) + " " + std::to_string(value) + " must be at least 1");
   }
+  if (s.layers < 0) bad("num_hidden_layers " + std::to_string(s.layers) + " must be at least 0");
   if (a.heads % a.kv_heads != 0) {
-    bad("num_attention_heads " + std::to_string(a.heads) +
-        " is not a multiple of "
-        "num_key_value_heads " +
-        std::to_string(a.kv_heads));
+    bad("num_attention_heads " + std::to_string(a.heads) + " is not a multiple of " +
+        "num_key_value_heads " + std::to_string(a.kv_heads) + "; give a divisor of it");
   }
-  if (a.head_dim % 2 != 0) bad("head_dim " + std::to_string(a.head_dim) + " is odd (RoPE pairs)");
-  if (!(a.rope_theta > 0) || !(a.rms_norm_eps > 0)) bad("rope_theta and rms_norm_eps must be > 0");
+  if (a.head_dim % 2 != 0) {
+    bad("head_dim " + std::to_string(a.head_dim) +
+        " is odd (RoPE rotates pairs; without head_dim in config.json it is hidden_size / "
+        "num_attention_heads); give an even head_dim");
+  }
+  if (!(a.rope_theta > 0)) bad("rope_theta must be > 0");
+  if (!(a.rms_norm_eps > 0)) bad("rms_norm_eps must be > 0");
 }
 
 ModelShape model_from_config_json(const std::string& json_text, const std::string& name,
@@ -197,10 +256,13 @@ ModelShape model_from_config_json(const std::string& json_text, const std::strin
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError("--model: " + origin + " is not valid JSON (" + e.what() + ")");
+  } catch (const nlohmann::json::parse_error& e) {
+    json_syntax_error(json_text, origin, e);
   }
-  if (!j.is_object()) throw UsageError("--model: " + origin + " is not a JSON object");
+  if (!j.is_object()) {
+    throw UsageError("--model: " + origin + " is not a JSON object; a config.json is one " +
+                     "{...} of keys such as \"model_type\" and \"hidden_size\"");
+  }
   const ConfigFields f(j, origin);
   const std::string type = f.text_or("model_type", "");
   if (type != "llama" && type != "mistral" && type != "qwen2") {
@@ -213,16 +275,22 @@ ModelShape model_from_config_json(const std::string& json_text, const std::strin
   if (type == "llama" && f.boolean_or("attention_bias", false)) {
     f.fail("has attention_bias true (biases on o_proj too), which is not modelled");
   }
-  ModelShape s(f.integer("vocab_size"), f.integer("hidden_size"), f.integer("num_hidden_layers"));
+  // Each key within the range its flag has (--vocab, --hidden, --layers), the others within
+  // what the sizes around them allow, so no refusal later names a flag the user never gave.
+  // One at a time, in the file's usual order (a constructor's arguments have none).
+  const std::int64_t vocab = f.integer("vocab_size", 1, limits::vocab);
+  const std::int64_t hidden = f.integer("hidden_size", 1, limits::hidden);
+  const std::int64_t layers = f.integer("num_hidden_layers", 1, limits::layers);
+  ModelShape s(vocab, hidden, layers);
   s.name = name;
   DecoderArch& a = s.arch;
   a.model_type = type;
-  a.intermediate = f.integer("intermediate_size");
-  a.heads = f.integer("num_attention_heads");
+  a.intermediate = f.integer("intermediate_size", 1, kMaxIntermediate);
+  a.heads = f.integer("num_attention_heads", 1, s.hidden);
   // Each config class's own default when the key is absent or null (transformers' __init__).
   const std::int64_t kv_default = type == "llama" ? a.heads : type == "mistral" ? 8 : 32;
-  a.kv_heads = f.integer_or("num_key_value_heads", kv_default);
-  a.head_dim = f.integer_or("head_dim", a.heads > 0 ? s.hidden / a.heads : 0);
+  a.kv_heads = f.integer_or("num_key_value_heads", kv_default, 1, a.heads);
+  a.head_dim = f.integer_or("head_dim", s.hidden / a.heads, 1, limits::hidden);
   a.attention_bias = type == "qwen2";
   a.tie_embeddings = f.boolean_or("tie_word_embeddings", false);
   a.rope_theta = rope_theta_of(j, f);

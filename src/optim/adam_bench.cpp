@@ -76,15 +76,18 @@ void check_options(const AdamBenchOptions& o) {
   if (o.repeats < 1) {
     throw UsageError(fmt::format("adam benchmark: repeats = {} must be >= 1", o.repeats));
   }
-  // The four fp32 arrays and the bf16 copy of the master.
-  const std::uint64_t need = static_cast<std::uint64_t>(o.params) * (4 * sizeof(float) + 2);
+  // The four fp32 arrays and the bf16 copy of the master: a --params the host cannot hold is
+  // bad input (exit 2), named with what it needs and what the host has.
+  constexpr std::uint64_t kBytes = 4 * sizeof(float) + 2;
+  const std::uint64_t need = static_cast<std::uint64_t>(o.params) * kBytes;
   const std::uint64_t avail = mem_available();
   if (avail != 0 && need > avail) {
-    throw DeviceError(
-        DeviceErrorKind::out_of_memory,
-        fmt::format("adam benchmark: {} params need {:.2f} GB of host memory "
-                    "(4 fp32 arrays and a bf16 one), only {:.2f} GB available; lower --params",
-                    o.params, static_cast<double>(need) / 1e9, static_cast<double>(avail) / 1e9));
+    throw UsageError(
+        fmt::format("adam --params {} needs {:.2f} GB of host memory ({} B per parameter: 4 fp32 "
+                    "arrays and a bf16 one), this host has {:.2f} GB available (MemAvailable); "
+                    "give --params {} or fewer",
+                    o.params, static_cast<double>(need) / 1e9, kBytes,
+                    static_cast<double>(avail) / 1e9, avail / kBytes));
   }
 }
 

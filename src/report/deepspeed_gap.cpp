@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "report/arms.hpp"
 #include "report/json_util.hpp"
 #include "zob/model.hpp"
@@ -57,28 +59,67 @@ nlohmann::ordered_json not_contained_json(const RunConfig& config) {
           {"docs", "docs/deepspeed.md#real-architectures---model"}};
 }
 
-std::optional<Projection> project_user_step(const RunResult& run) {
+namespace {
+
+// The comparison that holds the user's arm: the headline pair when it is one of its arms, else
+// the user's arm against registered; nullptr when the user's arm is in none (it did not run,
+// or did not complete).
+const Verdict* comparison_of(const std::vector<Verdict>& all, Arm user) {
+  for (const Verdict& v : all) {
+    if (v.slow == user || v.fast == user) return &v;
+  }
+  return nullptr;
+}
+
+std::string arms_completed(const RunResult& run) {
+  std::string out;
+  for (const ArmResult& a : run.arms) {
+    if (a.ok) out += (out.empty() ? "" : ", ") + arm_key(run.config, a.arm);
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::optional<Projection> project_user_step(const RunResult& run, std::string* why_not) {
   const RunConfig& c = run.config;
   if (!(c.deepspeed_step_s > 0)) return std::nullopt;
+  const auto refuse = [&](std::string why) {
+    if (why_not != nullptr) *why_not = std::move(why);
+    return std::nullopt;
+  };
   const auto all = verdicts(run);
-  if (all.empty() || !all.front().applicable) return std::nullopt;
-  const Verdict& v = all.front();
+  if (all.empty()) return refuse("no two arms completed, so there is no saving to project");
+  // Only from arms that ran: the user's arm must be one side of a comparison.
+  const Verdict* found = comparison_of(all, c.deepspeed_arm);
+  if (found == nullptr) {
+    const std::string fix =
+        c.compat == Compat::v2
+            ? "--compat v2 runs unpinned and pinned; --ablate-register adds pinned-unregistered"
+            : fmt::format("add it to --arms (e.g. --arms registered,{})",
+                          to_string(c.deepspeed_arm));
+    return refuse(fmt::format("--deepspeed-arm {} is not among the arms that completed ({}); {}",
+                              to_string(c.deepspeed_arm), arms_completed(run), fix));
+  }
+  const Verdict& v = *found;
+  if (std::string why = advice_withheld(run, v); !why.empty()) return refuse(std::move(why));
   Projection p;
   p.user_step_s = c.deepspeed_step_s;
   p.user_arm = c.deepspeed_arm;
   p.saved_s = v.saved_median.value_or(v.saved_s);
   p.saved_low = v.saved_low;
   p.saved_high = v.saved_high;
-  const bool user_is_fast = p.user_arm == v.fast;
-  p.projected_arm = user_is_fast ? v.slow : v.fast;
-  p.projected_s = user_is_fast ? p.user_step_s + p.saved_s : p.user_step_s - p.saved_s;
+  p.user_is_fast = p.user_arm == v.fast;
+  p.projected_arm = p.user_is_fast ? v.slow : v.fast;
+  p.projected_s = p.user_is_fast ? p.user_step_s + p.saved_s : p.user_step_s - p.saved_s;
   p.meaningful = p.projected_s > 0;
   return p;
 }
 
 std::string render_projection(const RunResult& run) {
-  const auto p = project_user_step(run);
-  if (!p) return "";
+  std::string why_not;
+  const auto p = project_user_step(run, &why_not);
+  if (!p) return why_not.empty() ? "" : "projection: none: " + why_not + "\n";
   const RunConfig& c = run.config;
   if (!p->meaningful) {
     return fmt::format(
@@ -89,10 +130,13 @@ std::string render_projection(const RunResult& run) {
   }
   std::string range;
   if (p->saved_low && p->saved_high) {
-    const bool up = p->projected_arm != Arm::registered;
-    const double a = up ? p->user_step_s + *p->saved_low : p->user_step_s - *p->saved_high;
-    const double b = up ? p->user_step_s + *p->saved_high : p->user_step_s - *p->saved_low;
-    range = fmt::format(" (interval {:.3f}-{:.3f} s from the saving's {:.3f}-{:.3f} s)", a, b,
+    // The user's step gains the saving (the user's arm was the faster) or loses it; the
+    // interval runs from the lower projected step to the higher.
+    const double sign = p->user_is_fast ? 1.0 : -1.0;
+    const double a = p->user_step_s + sign * *p->saved_low;
+    const double b = p->user_step_s + sign * *p->saved_high;
+    const double lo = std::min(a, b), hi = std::max(a, b);
+    range = fmt::format(" (interval {:.3f}-{:.3f} s from the saving's {:.3f}-{:.3f} s)", lo, hi,
                         *p->saved_low, *p->saved_high);
   } else {
     range = " (one round, no interval)";

@@ -40,13 +40,18 @@ struct Projection {
   double user_step_s = 0;
   Arm user_arm = Arm::unregistered;  // as the run's arms: unregistered = pinned, not registered
   Arm projected_arm = Arm::registered;
+  bool user_is_fast =
+      false;           // the user's arm is the comparison's faster: the step gains the saving
   double saved_s = 0;  // this run's saving (median over rounds where there are)
   std::optional<double> saved_low, saved_high;
   double projected_s = 0;
   bool meaningful = true;  // false when the saving exceeds the user's step
 };
-std::optional<Projection> project_user_step(const RunResult& run);
-std::string render_projection(const RunResult& run);           // "" without a projection
+// nullopt also when the run cannot project it (the user's arm did not run, the verdict does
+// not hold); then `why_not`, if given, holds the reason and its fix.
+std::optional<Projection> project_user_step(const RunResult& run, std::string* why_not = nullptr);
+// "projection: ..." or "projection: none: <why>" with --deepspeed-step; "" without it.
+std::string render_projection(const RunResult& run);
 nlohmann::ordered_json projection_json(const RunResult& run);  // null without one
 
 }  // namespace zob

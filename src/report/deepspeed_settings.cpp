@@ -89,10 +89,9 @@ std::vector<std::string> run_lines(const RunResult& run, ArmSettings* settings) 
   const std::vector<Verdict> vs = verdicts(run);
   const Verdict* v = headline(vs);
   if (v == nullptr) return {};
-  if (!v->applicable) {
-    return {
-        "none: nothing is registered on the CPU device, so no DeepSpeed setting follows "
-        "from this run; run on cuda or xpu"};
+  // Advice only when the verdict holds: otherwise one line saying why not.
+  if (const std::string why = advice_withheld(run, *v); !why.empty()) {
+    return {"none: " + why + " (no DeepSpeed setting follows from this run)"};
   }
   const Arm won = winner_of(*v);
   const ArmResult* a = arm_result(run, won);
@@ -166,7 +165,7 @@ nlohmann::ordered_json settings_json(const RunResult& run) {
     return cond ? std::move(v) : nlohmann::ordered_json(nullptr);
   };
   return {{"arm", null_unless(applicable, arm_key(run.config, s.arm))},
-          {"device", applicable ? s.device : to_string(DeviceKind::cpu)},
+          {"device", applicable ? s.device : to_string(run.config.device)},
           {"deepspeed_has_it", s.deepspeed_has_it},
           {"deepspeed_version", null_unless(s.deepspeed_has_it, kDeepSpeedVersion)},
           {"env", env},

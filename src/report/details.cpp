@@ -163,6 +163,65 @@ std::string shared_device(const RunResult& run) {
   return "";
 }
 
+namespace {
+
+// Why the processes on a `backend` device cannot be counted.
+std::string uncounted_because(const std::string& backend) {
+  if (backend == to_string(DeviceKind::cpu)) return "the CPU device keeps no list of its users";
+  if (backend == to_string(DeviceKind::cuda)) {
+    return "NVML (libnvidia-ml.so.1) could not be loaded or did not answer";
+  }
+  if (backend == to_string(DeviceKind::xpu)) return "Level Zero lists no processes of a device";
+  return "the " + backend + " device lists no processes";
+}
+
+}  // namespace
+
+OccupancyCheck occupancy_check(const RunResult& run) {
+  std::vector<const ArmResult*> ran;
+  for (const auto& round : run.rounds) {
+    for (const auto& a : round) ran.push_back(&a);
+  }
+  if (run.rounds.empty()) {
+    for (const auto& a : run.arms) ran.push_back(&a);
+  }
+  OccupancyCheck c;
+  std::string backend;
+  bool any = false;
+  c.processes_counted = c.free_memory_watched = true;
+  for (const ArmResult* a : ran) {
+    if (!a->ok) continue;
+    any = true;
+    if (backend.empty()) backend = a->device;
+    if (a->device_other_processes < 0) c.processes_counted = false;
+    if (a->device_free_bytes == 0) c.free_memory_watched = false;
+  }
+  if (!any) return OccupancyCheck{};
+  if (backend.empty()) backend = to_string(run.config.device);
+  if (c.processes_counted && c.free_memory_watched) return c;
+  if (!c.processes_counted) {
+    c.note = fmt::format(
+        "the shared-device check could not count the processes on the device ({}); {}",
+        uncounted_because(backend),
+        c.free_memory_watched
+            ? "only a fall of its free memory between the arms would show another run on it"
+            : "nor is its free memory known, so another run on it would go unnoticed");
+  } else {
+    c.note =
+        "the shared-device check could not read the device's free memory; only its process "
+        "count was checked";
+  }
+  return c;
+}
+
+nlohmann::ordered_json occupancy_check_json(const RunResult& run) {
+  const OccupancyCheck c = occupancy_check(run);
+  return {
+      {"processes_counted", c.processes_counted},
+      {"free_memory_watched", c.free_memory_watched},
+      {"note", c.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.note)}};
+}
+
 std::vector<std::string> run_warnings(const RunResult& run) {
   std::vector<std::string> out = spread_warnings(run);
   if (std::string w = not_applicable_warning(run); !w.empty()) out.push_back(std::move(w));

@@ -44,6 +44,19 @@ std::vector<std::string> spread_warnings(const RunResult& run);
 inline constexpr std::uint64_t kSharedFreeDrop = std::uint64_t{1} << 30;
 std::string shared_device(const RunResult& run);
 
+// Whether the shared-device check above could run: every completed arm run counted the
+// device's other processes (NVML on CUDA; not the CPU device, Level Zero or CUDA without
+// NVML) and knew the device's free memory. `note` says what was not checked and why ("" when
+// both were, or no arm completed): stderr shows it as a "note:" line, DRIVERRESULT's
+// "occupancy_check" holds all three.
+struct OccupancyCheck {
+  bool processes_counted = false;
+  bool free_memory_watched = false;
+  std::string note;
+};
+OccupancyCheck occupancy_check(const RunResult& run);
+nlohmann::ordered_json occupancy_check_json(const RunResult& run);
+
 // spread_warnings, then the CPU device's "registration does not apply" (verdict.hpp) and a
 // shared device: what stderr shows as "warning:" lines and DRIVERRESULT lists in "warnings".
 std::vector<std::string> run_warnings(const RunResult& run);

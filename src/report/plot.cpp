@@ -27,9 +27,10 @@ constexpr Rgb kPhaseColors[] = {{0.12, 0.47, 0.71}, {1.00, 0.50, 0.05}, {0.17, 0
                                 {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}, {0.74, 0.74, 0.13},
                                 {0.09, 0.75, 0.81}, {0.35, 0.35, 0.35}, {0.68, 0.78, 0.91}};
 static_assert(std::size(kPhaseColors) >= std::size(kAllPhases), "a colour for every phase");
-constexpr Rgb kArmColors[] = {{0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}, {0.17, 0.63, 0.17},
-                              {0.58, 0.40, 0.74}, {1.00, 0.50, 0.05}, {0.55, 0.34, 0.29},
-                              {0.09, 0.75, 0.81}};
+// The arms' step lines: dark colours that no phase has, so a line never reads as a phase.
+constexpr Rgb kArmColors[] = {{0.00, 0.00, 0.00}, {0.80, 0.00, 0.47}, {0.00, 0.36, 0.36},
+                              {0.29, 0.00, 0.57}, {0.33, 0.42, 0.18}, {0.00, 0.13, 0.38},
+                              {0.50, 0.00, 0.13}};
 
 std::string xml_escape(const std::string& s) {
   std::string out;

@@ -14,6 +14,7 @@
 #include "report/report.hpp"
 #include "report/table.hpp"
 #include "report/verdict.hpp"
+#include "zob/model.hpp"
 #include "zob/text.hpp"
 #include "zob/trace.hpp"
 
@@ -65,12 +66,22 @@ class CsvFile final : public Reporter {
   }
 };
 
+// The chart's title: what ran, where and when ("synthetic-h64-l2, --schedule deepspeed, cpu
+// (Intel Xeon ...), 2026-12-04T18:00:00Z").
+std::string chart_title(const RunResult& run) {
+  std::string title = fmt::format("{}, --schedule {}, {}", model_name(run.config.model),
+                                  to_string(run.config.schedule), to_string(run.config.device));
+  if (!run.device_info.name.empty()) title += " (" + run.device_info.name + ")";
+  if (!run.started_utc.empty()) title += ", " + run.started_utc;
+  return title;
+}
+
 // --plot FILE: the chart (SVG, or PNG through Cairo).
 class ChartFile final : public Reporter {
   std::string write(const ReportContext& context) const override {
     const std::string& path = context.run.config.plot_path;
     if (path.empty()) return "";
-    write_chart({{"this run", as_saved(context)}}, path);
+    write_chart({{chart_title(context.run), as_saved(context)}}, path);
     return "the chart to " + path;
   }
 };
@@ -133,6 +144,8 @@ std::string render_stdout(const RunResult& run) {
 
 bool publish_run(const RunResult& run) {
   for (const auto& w : run_warnings(run)) stderr_line("warning: ", w);
+  // A check that could not run says so (DRIVERRESULT's "occupancy_check" too).
+  if (const OccupancyCheck o = occupancy_check(run); !o.note.empty()) stderr_line("note: ", o.note);
   const nlohmann::ordered_json doc = driver_result_json(run);
   const ReportContext context{run, doc};
   const auto reporters = run_reporters(run.config);

@@ -176,8 +176,11 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["workload"] = workload_json(c);
   if (const auto ops = device_ops_plan_json(c); !ops.is_null()) j["device_ops_plan"] = ops;
   const Validation v = validate_arms(run);
+  // An interrupted run validated only what ran: no "ok" for the arms that did not.
+  bool all_ran = true;
+  for (const auto& a : run.arms) all_ran = all_ran && a.ok;
   j["validation"] = {
-      {"ok", v.ok()},
+      {"ok", run.interrupted.empty() || all_ran ? nlohmann::json(v.ok()) : nlohmann::json(nullptr)},
       {"checksums_equal", v.checksums_equal},
       {"losses_equal", v.losses_equal},
       {"rounds_equal", v.rounds_equal},
@@ -213,6 +216,7 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
       run.interrupted.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.interrupted);
   add_run_details(j, run);
   j["registration_applicable"] = registration_applicable(run);
+  j["occupancy_check"] = occupancy_check_json(run);
   j["verdicts"] = verdicts_json(run);
   j["settings"] = settings_json(run);
   j["not_contained"] = not_contained_json(run.config);

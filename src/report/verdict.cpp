@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <cmath>
+#include <utility>
 
 #include "report/arms.hpp"
 #include "report/details.hpp"
@@ -130,6 +131,27 @@ std::optional<Verdict> compare_pair(const RunResult& run, Arm slow, Arm fast) {
 
 }  // namespace
 
+Verdict as_measured(const Verdict& v) {
+  if ((v.median ? *v.median : v.ratio) >= 1.0) return v;
+  const auto inverse = [](const std::optional<double>& x) {
+    return x ? std::optional<double>(1.0 / *x) : std::nullopt;
+  };
+  const auto negated = [](const std::optional<double>& x) {
+    return x ? std::optional<double>(-*x) : std::nullopt;
+  };
+  Verdict t = v;
+  std::swap(t.slow, t.fast);
+  t.ratio = 1.0 / v.ratio;
+  t.median = inverse(v.median);
+  t.low = inverse(v.high);
+  t.high = inverse(v.low);
+  t.saved_s = -v.saved_s;
+  t.saved_median = negated(v.saved_median);
+  t.saved_low = negated(v.saved_high);
+  t.saved_high = negated(v.saved_low);
+  return t;
+}
+
 std::vector<Verdict> verdicts(const RunResult& run) {
   std::vector<Verdict> out;
   const SpeedupArms head = speedup_arms(run.config);
@@ -139,6 +161,24 @@ std::vector<Verdict> verdicts(const RunResult& run) {
     if (auto v = compare_pair(run, slow, Arm::registered)) out.push_back(*v);
   }
   return out;
+}
+
+std::string advice_withheld(const RunResult& run, const Verdict& v) {
+  if (v.conclusive) return "";
+  if (!v.applicable) return "nothing is registered on the CPU device; run on cuda or xpu";
+  if (const std::string shared = shared_device(run); !shared.empty()) {
+    return "the verdict is inconclusive: another process used the device (" + shared +
+           "); run again with the device to itself";
+  }
+  if (v.rounds < 2 || !v.low || !v.high) {
+    return fmt::format(
+        "the verdict is inconclusive: {} round{} in which both arms completed give{} no "
+        "interval; run with --repeats 5 or more",
+        v.rounds, v.rounds == 1 ? "" : "s", v.rounds == 1 ? "s" : "");
+  }
+  return fmt::format(
+      "the verdict is inconclusive: its interval {:.2f}-{:.2f} includes 1.0; raise --repeats",
+      *v.low, *v.high);
 }
 
 std::string render_verdict_lines(const RunResult& run) {
@@ -161,7 +201,10 @@ nlohmann::ordered_json verdicts_json(const RunResult& run) {
   const auto number = [](const std::optional<double>& v) {
     return v ? finite_or_null(*v) : nlohmann::json(nullptr);
   };
-  for (const Verdict& v : verdicts(run)) {
+  for (const Verdict& measured : verdicts(run)) {
+    // `slow` and `fast` name the arms as measured (by the median over rounds, else the
+    // averages): where the arm with the change was the slower, the pair and the ratios turn.
+    const Verdict v = as_measured(measured);
     out.push_back({{"slow", to_string(v.slow)},
                    {"fast", to_string(v.fast)},
                    {"text", v.text},

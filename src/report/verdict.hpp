@@ -33,6 +33,17 @@ struct Verdict {
 // registered arm where both completed.
 std::vector<Verdict> verdicts(const RunResult& run);
 
+// Why no advice (settings, projection) follows from `v`, as "<reason>; <fix>"; "" when the
+// verdict is conclusive: applicable, over >= 2 rounds, the device to itself, and an interval
+// that excludes 1.0.
+std::string advice_withheld(const RunResult& run, const Verdict& v);
+
+// `v` with its arms named as measured: where the arm with the change was the slower (the
+// median over rounds, else the ratio of averages, below 1) `slow` and `fast` swap, the ratios
+// and their interval invert and the savings change sign; the text stays. DRIVERRESULT's
+// "verdicts" are these.
+Verdict as_measured(const Verdict& v);
+
 // "verdict: <sentence>" per comparison (per configuration of a sweep, each named); "" when
 // no two arms completed.
 std::string render_verdict_lines(const RunResult& run);

@@ -129,8 +129,16 @@ void run_timed_steps(ArmResult& r, const RunConfig& config, const std::string& l
       g_failure_point = StepFailurePoint{i + 1, total_steps, timed, phase};
       throw;
     }
-    std::fprintf(stderr, "[%s] step %d/%d (%s): %.4f s  loss %.3e\n", label.c_str(), i + 1,
-                 total_steps, timed ? "timed" : "warmup", s.wall_s, static_cast<double>(s.loss));
+    // From the first step on, the time this arm has left: the steps to come at the last one's
+    // time (a long CPU run is not silent about how long it takes).
+    const int left = total_steps - (i + 1);
+    const std::string eta = left > 0
+                                ? fmt::format("  (about {:.1f} s left in this arm: {} more step{})",
+                                              left * s.wall_s, left, left == 1 ? "" : "s")
+                                : std::string();
+    std::fprintf(stderr, "[%s] step %d/%d (%s): %.4f s  loss %.3e%s\n", label.c_str(), i + 1,
+                 total_steps, timed ? "timed" : "warmup", s.wall_s, static_cast<double>(s.loss),
+                 eta.c_str());
     if (timed) {
       sum += s.wall_s;
       best = (i == config.warmup) ? s.wall_s : std::min(best, s.wall_s);

@@ -29,13 +29,14 @@ nlohmann::json chrome_trace(const std::vector<TracedRun>& runs) {
     int step_index = 0;
     for (const auto& sample : run.arm->samples) {
       const bool warm = step_index < run.arm->warmup;
-      events.push_back({{"ph", "X"},
-                        {"pid", pid},
-                        {"tid", 0},
-                        {"name", fmt_step_name(step_index, warm)},
-                        {"ts", step_start_us},
-                        {"dur", sample.wall_s * 1e6},
-                        {"args", {{"loss", sample.loss}}}});
+      events.push_back(
+          {{"ph", "X"},
+           {"pid", pid},
+           {"tid", 0},
+           {"name", fmt_step_name(step_index + 1, warm)},  // from 1, as stderr and the CSV count
+           {"ts", step_start_us},
+           {"dur", sample.wall_s * 1e6},
+           {"args", {{"loss", sample.loss}}}});
       for (const auto& span : sample.spans) {
         if (!named[span.track]) {
           named[span.track] = true;

@@ -232,6 +232,9 @@ TEST_P(E2ESignal, StopsTheRunningArmAndExitsWithTheSignalCode) {
   EXPECT_EQ(j.at("interrupted"), sig_name(sig));
   EXPECT_EQ(j.at("registered").at("ok"), false);
   EXPECT_NE(j.at("unregistered").at("error").get<std::string>().find("not run"), std::string::npos);
+  // What did not run was not validated: no "ok" for it (issue 37).
+  EXPECT_TRUE(j.at("validation").at("ok").is_null()) << j.at("validation");
+  EXPECT_EQ(j.at("validation").at("compared_arms"), 0);
 }
 
 // SIGHUP (a closed terminal or ssh session) stops the run as SIGTERM does, exit 129.

@@ -201,6 +201,28 @@ TEST(RanksE2E, AnotherProcessOnARanksDeviceIsNamedAndNoVerdictIsConclusive) {
   EXPECT_EQ(j.at("verdicts")[0].at("conclusive"), false);
 }
 
+// The ranks of one arm sharing a device (ZOB_TEST_SHARE_DEVICE) see each other in its process
+// list, as NVML lists them: those siblings are not other processes, one more is.
+TEST(RanksE2E, ARanksSiblingsOnItsDeviceAreNotAnotherProcess) {
+  const Env siblings{{"ZOB_TEST_SHARE_DEVICE", "1"}, {"ZOB_TEST_DEVICE_SHARED", "registered:1"}};
+  const Env another{{"ZOB_TEST_SHARE_DEVICE", "1"}, {"ZOB_TEST_DEVICE_SHARED", "registered:2"}};
+  const Result alone = run_bench(tiny({"--gpus", "2", "--arms", "registered"}), siblings);
+  const Result shared = run_bench(tiny({"--gpus", "2", "--arms", "registered"}), another);
+  expect_no_leftovers();
+  ASSERT_EQ(alone.rc, 0) << alone.err;
+  ASSERT_EQ(shared.rc, 0) << shared.err;
+  EXPECT_EQ(alone.err.find("another process"), std::string::npos) << alone.err;
+  // Both ranks counted their device's processes: the check ran, and says nothing is off.
+  const auto a = driver_result(alone.out).at("occupancy_check");
+  EXPECT_EQ(a.at("processes_counted"), true);
+  EXPECT_TRUE(a.at("note").is_null());
+  const auto j = driver_result(shared.out);
+  std::string warnings;
+  for (const auto& w : j.at("warnings")) warnings += w.get<std::string>() + "\n";
+  EXPECT_NE(warnings.find("1 other process on the device during arm registered"), std::string::npos)
+      << warnings;
+}
+
 struct Fault {
   std::string spec;
   std::string expect;

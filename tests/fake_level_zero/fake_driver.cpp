@@ -477,6 +477,11 @@ ze_result_t complain(ze_result_t r, const std::string& what) {
   return r;
 }
 
+bool is_staged_host(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  return containing(g_allocs, a) == g_allocs.end() && containing(g_imports, a) == g_imports.end();
+}
+
 bool is_device_range(const void* p, std::size_t bytes) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   auto it = containing(g_allocs, a);

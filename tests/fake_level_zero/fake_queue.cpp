@@ -22,7 +22,10 @@
 // Switches: FAKE_ZE_SEED=N (the completion order), FAKE_ZE_TICKS_PER_COMMAND=N /
 // FAKE_ZE_CLOCK_START=T (a deterministic clock: each command takes N ticks),
 // FAKE_ZE_COPY_DELAY_US=N (every copy sleeps N us before moving the bytes, so a host that
-// reads a result without waiting reads stale data), FAKE_ZE_HANG_SECONDS,
+// reads a result without waiting reads stale data), FAKE_ZE_STAGING_US=N (a copy from or to
+// host memory that is neither allocated through the driver nor imported sleeps N us more, as
+// a real driver stages it: registered arms get faster copies, so a verdict can be conclusive),
+// FAKE_ZE_HANG_SECONDS,
 // FAKE_ZE_COPY_ENGINES=2 (the copy-only group has two queues, so the backend gives
 // device-to-host copies their own list), FAKE_ZE_LOSE_DEVICE_AT=WHAT:N (loses_device_at).
 #include <algorithm>
@@ -336,6 +339,8 @@ ze_result_t ZE_APICALL AppendMemoryCopy(ze_command_list_handle_t cl, void* dst, 
   if (!copy_side_ok(dst, size) || !copy_side_ok(src, size))
     return complain(ZE_RESULT_ERROR_INVALID_ARGUMENT, "copy outside a device allocation");
   const std::string what = "copy of " + std::to_string(size) + " bytes";
+  const long long staging_us = env_num("FAKE_ZE_STAGING_US", 0);
+  const bool staged = staging_us > 0 && (is_staged_host(dst) || is_staged_host(src));
   Body body = [=](int list, std::uint64_t seq, const Clock& now) {
     const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
     {
@@ -344,6 +349,7 @@ ze_result_t ZE_APICALL AppendMemoryCopy(ze_command_list_handle_t cl, void* dst, 
           !r.empty())
         return r;
     }
+    if (staged) std::this_thread::sleep_for(std::chrono::microseconds(staging_us));
     copy_delay();
     std::memcpy(dst, src, size);
     return std::string();

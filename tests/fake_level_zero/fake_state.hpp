@@ -127,6 +127,10 @@ bool kernel_known(const std::string& name);
 // True when [p, p+bytes) lies inside one device allocation (kernels may touch nothing else:
 // not host allocations, not imported or memmapped host memory). Caller holds g_mutex.
 bool is_device_range(const void* p, std::size_t bytes);
+// True when p is host memory the driver knows nothing of: no allocation of it (device, host,
+// memmapped) and not imported; a real driver stages a copy from it through bounce buffers.
+// Caller holds g_mutex.
+bool is_staged_host(const void* p);
 
 // ---- PoCL (fake_pocl.cpp): the module's SPIR-V, translated back to LLVM IR by the same
 // llvm-spirv that produced it, built by PoCL, launched with the Level Zero geometry.

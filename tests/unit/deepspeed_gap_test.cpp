@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "random_seed.hpp"
 #include "report/deepspeed_gap.hpp"
 #include "report/details.hpp"
 #include "report/report.hpp"
@@ -18,8 +19,14 @@
 
 namespace {
 
-std::mt19937_64 gen{std::random_device{}()};
+// Fresh random step times every run; the seed goes into each test's output (SCOPED_TRACE in
+// the tests that draw, and the XML report) so that a failure can be replayed.
+const std::uint64_t kSeed = zob::test::random_seed("deepspeed_gap_test");
+std::mt19937_64 gen{kSeed};
 double uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(gen); }
+#define ZOB_TRACE_SEED()                                      \
+  SCOPED_TRACE(fmt::format("random seed {} (kSeed)", kSeed)); \
+  ::testing::Test::RecordProperty("seed", std::to_string(kSeed))
 
 // DeepSpeed's pre-forward hook calls and gradient-hook calls in one step, as counted by
 // bench/deepspeed/account.py (its pre-forward count includes the harness's loss wrapper).
@@ -81,6 +88,7 @@ zob::RunResult run_of(int rounds, double fast_s, double slow_s) {
 }
 
 TEST(DeepSpeedGap, UnregisteredStepLosesTheMedianSavingWithItsInterval) {
+  ZOB_TRACE_SEED();
   const double fast = uniform(0.2, 2.0), slow = fast * uniform(2.0, 3.0);
   zob::RunResult run = run_of(5, fast, slow);
   run.config.deepspeed_step_s = slow * uniform(1.2, 2.0);  // DeepSpeed's step is longer
@@ -100,21 +108,92 @@ TEST(DeepSpeedGap, UnregisteredStepLosesTheMedianSavingWithItsInterval) {
 }
 
 TEST(DeepSpeedGap, RegisteredStepGainsTheSavingBack) {
+  ZOB_TRACE_SEED();
   const double fast = uniform(0.2, 2.0), slow = fast * uniform(2.0, 3.0);
-  zob::RunResult run = run_of(1, fast, slow);
+  zob::RunResult run = run_of(5, fast, slow);
   run.config.deepspeed_step_s = fast * uniform(1.2, 2.0);
   run.config.deepspeed_arm = zob::Arm::registered;
+  const auto v = zob::verdicts(run).front();
   const auto p = zob::project_user_step(run);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->projected_arm, zob::Arm::unregistered);
-  EXPECT_NEAR(p->projected_s,
-              run.config.deepspeed_step_s + (run.arms[1].step_avg_s - run.arms[0].step_avg_s),
-              1e-12);
-  EXPECT_NE(zob::render_projection(run).find("one round, no interval"), std::string::npos);
+  EXPECT_DOUBLE_EQ(p->projected_s, run.config.deepspeed_step_s + *v.saved_median);
+  // The interval: the user's step plus the saving's low, then plus its high (low < high).
+  const double step = run.config.deepspeed_step_s;
+  EXPECT_NE(zob::render_projection(run).find(fmt::format(
+                "(interval {:.3f}-{:.3f} s", step + *v.saved_low, step + *v.saved_high)),
+            std::string::npos)
+      << zob::render_projection(run);
+}
+
+// The interval's endpoints, in order, for a step that loses the saving: the user's step minus
+// the saving's high end, then minus its low end (fixed numbers: every round saves 1, 2 or 3 s).
+TEST(DeepSpeedGap, TheProjectedIntervalRunsFromTheLowerStepToTheHigher) {
+  zob::RunResult run;
+  run.config.device = zob::DeviceKind::cuda;
+  run.config.repeats = 3;
+  run.config.deepspeed_step_s = 10.0;
+  run.config.deepspeed_arm = zob::Arm::unregistered;
+  for (double saved : {2.0, 1.0, 3.0}) {
+    zob::ArmResult fast = arm(zob::Arm::registered, 1.0, 1), slow = fast;
+    slow.arm = zob::Arm::unregistered;
+    for (auto& s : slow.samples) s.wall_s = 1.0 + saved;
+    for (auto& s : fast.samples) s.wall_s = 1.0;
+    fast.step_avg_s = fast.step_min_s = 1.0;
+    slow.step_avg_s = slow.step_min_s = 1.0 + saved;
+    run.rounds.push_back({fast, slow});
+  }
+  for (zob::Arm a : run.config.arms) run.arms.push_back(zob::combine_rounds(zob::runs_of(run, a)));
+  const std::string text = zob::render_projection(run);
+  EXPECT_NE(text.find("would be 8.000 s (registered) (interval 7.000-9.000 s from the saving's "
+                      "1.000-3.000 s)"),
+            std::string::npos)
+      << text;
+  const auto j = zob::projection_json(run);
+  EXPECT_DOUBLE_EQ(j.at("saved_low_s").get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j.at("saved_high_s").get<double>(), 3.0);
+  // The registered user's step gains it: 10 + 1 .. 10 + 3.
+  run.config.deepspeed_arm = zob::Arm::registered;
+  EXPECT_NE(zob::render_projection(run).find("would be 12.000 s (unregistered) (interval "
+                                             "11.000-13.000 s"),
+            std::string::npos)
+      << zob::render_projection(run);
+}
+
+// Issue 37: a projection only from a verdict that holds, and from arms that ran.
+TEST(DeepSpeedGap, NoProjectionFromOneRoundOrFromAnArmThatDidNotRun) {
+  ZOB_TRACE_SEED();
+  zob::RunResult one = run_of(1, 1.0, 3.0);
+  one.config.deepspeed_step_s = 5.0;
+  EXPECT_FALSE(zob::project_user_step(one).has_value());
+  EXPECT_EQ(zob::render_projection(one),
+            "projection: none: the verdict is inconclusive: 1 round in which both arms completed "
+            "gives no interval; run with --repeats 5 or more\n");
+  EXPECT_TRUE(zob::projection_json(one).is_null());
+  zob::RunResult run = run_of(5, 1.0, 3.0);
+  run.config.deepspeed_step_s = 5.0;
+  run.config.deepspeed_arm = zob::Arm::pageable;  // no pageable arm ran
+  std::string why;
+  EXPECT_FALSE(zob::project_user_step(run, &why).has_value());
+  EXPECT_EQ(why,
+            "--deepspeed-arm pageable is not among the arms that completed (registered, "
+            "unregistered); add it to --arms (e.g. --arms registered,pageable)");
+  run.config.compat = zob::Compat::v2;  // --arms is refused there: the fix is another flag
+  EXPECT_FALSE(zob::project_user_step(run, &why).has_value());
+  EXPECT_NE(why.find("; --compat v2 runs unpinned and pinned; --ablate-register adds "
+                     "pinned-unregistered"),
+            std::string::npos)
+      << why;
+  run.config.compat = zob::Compat::v1;
+  run.config.device = zob::DeviceKind::cpu;
+  run.config.deepspeed_arm = zob::Arm::unregistered;
+  EXPECT_EQ(zob::render_projection(run),
+            "projection: none: nothing is registered on the CPU device; run on cuda or xpu\n");
 }
 
 TEST(DeepSpeedGap, SavingLargerThanTheUsersStepIsNoProjection) {
-  zob::RunResult run = run_of(1, 1.0, 3.0);
+  ZOB_TRACE_SEED();
+  zob::RunResult run = run_of(5, 1.0, 3.0);
   run.config.deepspeed_step_s = uniform(0.5, 1.5);  // less than the ~2 s saved
   run.config.deepspeed_arm = zob::Arm::unregistered;
   const auto p = zob::project_user_step(run);
@@ -125,7 +204,8 @@ TEST(DeepSpeedGap, SavingLargerThanTheUsersStepIsNoProjection) {
 }
 
 TEST(DeepSpeedGap, NoStepGivenNoProjection) {
-  zob::RunResult run = run_of(1, 1.0, 2.0);
+  ZOB_TRACE_SEED();
+  zob::RunResult run = run_of(5, 1.0, 2.0);
   EXPECT_FALSE(zob::project_user_step(run).has_value());
   EXPECT_EQ(zob::render_projection(run), "");
 }

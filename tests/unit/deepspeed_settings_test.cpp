@@ -33,12 +33,17 @@ zob::ArmResult arm(Arm which, const std::string& device, double step_s, std::uin
   return r;
 }
 
-// One round of `slow` against `fast` on `device`, `fast` faster by 2.5x.
-zob::RunResult run_of(const std::string& device, Arm fast, Arm slow, std::uint64_t locked = 0) {
+// `rounds` rounds of `slow` against `fast` on `device`, `fast` faster by 2.5x (three rounds:
+// an interval, 2.5-2.5, that excludes 1.0, so the verdict holds).
+zob::RunResult run_of(const std::string& device, Arm fast, Arm slow, std::uint64_t locked = 0,
+                      int rounds = 3) {
   zob::RunResult run;
   run.config.device = zob::parse_device_kind(device);
   run.config.arms = {fast, slow};
-  run.rounds.push_back({arm(fast, device, 0.2, locked), arm(slow, device, 0.5, locked)});
+  run.config.repeats = rounds;
+  for (int k = 0; k < rounds; ++k) {
+    run.rounds.push_back({arm(fast, device, 0.2, locked), arm(slow, device, 0.5, locked)});
+  }
   for (Arm a : run.config.arms) run.arms.push_back(zob::combine_rounds(zob::runs_of(run, a)));
   return run;
 }
@@ -156,6 +161,32 @@ TEST(DeepSpeedSettings, TheCpuDeviceGetsOneLineAndNoArm) {
   one.arms = {arm(Arm::registered, "cuda", 0.2, 100)};
   EXPECT_EQ(zob::render_settings_lines(one), "");
   EXPECT_TRUE(zob::settings_json(one).is_null());
+}
+
+// Issue 37: no settings after a verdict that does not hold; one line says why not.
+TEST(DeepSpeedSettings, AnInconclusiveVerdictGetsOneLineSayingWhyNot) {
+  const auto one = run_of("cuda", Arm::registered, Arm::unregistered, 100, 1);
+  std::string text = zob::render_settings_lines(one);
+  EXPECT_EQ(text,
+            "settings: none: the verdict is inconclusive: 1 round in which both arms completed "
+            "gives no interval; run with --repeats 5 or more (no DeepSpeed setting follows from "
+            "this run)\n");
+  auto j = zob::settings_json(one);
+  EXPECT_TRUE(j.at("arm").is_null());
+  EXPECT_EQ(j.at("device"), "cuda");
+  EXPECT_EQ(j.at("deepspeed_has_it"), false);
+  // Three rounds whose ratios straddle 1.0 (0.8, 1.25, 2.5): the interval includes it.
+  auto straddle = run_of("cuda", Arm::registered, Arm::unregistered, 100, 3);
+  straddle.rounds[0][1] = arm(Arm::unregistered, "cuda", 0.16, 100);
+  straddle.rounds[1][1] = arm(Arm::unregistered, "cuda", 0.25, 100);
+  straddle.arms[1] = zob::combine_rounds(zob::runs_of(straddle, Arm::unregistered));
+  text = zob::render_settings_lines(straddle);
+  EXPECT_NE(text.find("settings: none: the verdict is inconclusive: its interval 0.80-2.50 "
+                      "includes 1.0; raise --repeats"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_TRUE(zob::settings_json(straddle).at("arm").is_null());
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.hpp"
+#include "random_seed.hpp"
 #include "zob/errors.hpp"
 #include "zob/host_memory.hpp"
 #include "zob/thread_pool.hpp"
@@ -50,7 +51,7 @@ void expect_counters_zero() {
 
 // Fills and checks the buffer with fresh random bytes: it is real, writable memory.
 void expect_usable(const HostBuffer& b) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(zob::test::random_seed("expect_usable")));
   std::vector<unsigned char> pattern(b.size());
   for (auto& x : pattern) x = static_cast<unsigned char>(rng());
   std::memcpy(b.data(), pattern.data(), b.size());

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "random_seed.hpp"
 #include "report/json_util.hpp"
 #include "zob/compare.hpp"
 #include "zob/errors.hpp"
@@ -26,7 +27,7 @@ std::string temp_file(const std::string& name, const std::string& text) {
 
 // A well-formed saved result with a random step time.
 nlohmann::json good_doc() {
-  std::mt19937_64 gen{std::random_device{}()};
+  std::mt19937_64 gen{zob::test::random_seed("good_doc")};
   const double avg = std::uniform_real_distribution<>(0.1, 2.0)(gen);
   return {{"schema_version", 1},
           {"workload", {{"hidden", 64}, {"layers", 2}}},

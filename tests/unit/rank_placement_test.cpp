@@ -13,6 +13,7 @@
 
 #include "cli/cli.hpp"
 #include "collectives/shm_collectives.hpp"
+#include "random_seed.hpp"
 #include "step/ranks/rank_placement.hpp"
 #include "zob/cpu_affinity.hpp"
 #include "zob/errors.hpp"
@@ -263,7 +264,7 @@ TEST(RankPlacementCli, CpuAffinityNeedsACpuPerRank) {
 
 // --launcher mpi: ranks on several machines split only their own machine's CPUs.
 TEST(RankPlacement, OnlyTheRanksOfOneMachineShareItsCpus) {
-  std::mt19937_64 g(std::random_device{}());
+  std::mt19937_64 g(zob::test::random_seed("OnlyTheRanksOfOneMachineShareItsCpus"));
   for (int trial = 0; trial < 50; ++trial) {
     const int n = 1 + static_cast<int>(g() % 12);
     std::vector<RankLocation> where(static_cast<std::size_t>(n));

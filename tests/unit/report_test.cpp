@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "random_seed.hpp"
 #include "report/json_util.hpp"
 #include "report/output_file.hpp"
 #include "report/report.hpp"
@@ -17,7 +18,7 @@
 namespace {
 
 struct Rng {
-  std::mt19937_64 gen{std::random_device{}()};
+  std::mt19937_64 gen{zob::test::random_seed("report_test Rng")};
   double uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(gen); }
   int integer(int lo, int hi) { return std::uniform_int_distribution<>(lo, hi)(gen); }
   std::string hex() { return fmt::format("{:016x}", gen()); }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "random_seed.hpp"
 #include "zob/stats.hpp"
 
 namespace {
@@ -17,7 +18,7 @@ double direct_mean(const std::vector<double>& v) {
 }  // namespace
 
 TEST(Stats, SummaryMatchesDirectFormulasOnRandomData) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(zob::test::random_seed("SummaryMatchesDirectFormulasOnRandomData"));
   std::uniform_real_distribution<double> dist(0.1, 2.0);
   for (int n : {1, 2, 5, 10, 101}) {
     std::vector<double> v(static_cast<std::size_t>(n));

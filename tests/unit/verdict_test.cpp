@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "random_seed.hpp"
 #include "report/details.hpp"
 #include "report/report.hpp"
 #include "report/verdict.hpp"
@@ -16,7 +17,8 @@
 
 namespace {
 
-std::mt19937_64 gen{std::random_device{}()};
+// Fresh random step times every run; the seed is printed (a failure can be replayed with it).
+std::mt19937_64 gen{zob::test::random_seed("verdict_test")};
 double uniform(double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(gen); }
 
 // Six rounds' slow-arm steps, each 2-3x the fast arm's: registration clearly pays.
@@ -113,6 +115,32 @@ TEST(Verdict, OneRoundSaysThereIsNoIntervalAndSlowerSaysCosts) {
   EXPECT_NE(v[0].text.find(" costs "), std::string::npos) << v[0].text;
   EXPECT_NE(v[0].text.find(two(v[0].ratio) + "x (one round, no interval"), std::string::npos)
       << v[0].text;
+}
+
+// Issue 37: DRIVERRESULT names the arms as measured. Where registered was the slower, it is
+// `slow`, the ratios and the interval are inverted, the saving positive; the sentence keeps
+// "costs".
+TEST(Verdict, TheJsonLabelsFollowTheMeasuredSign) {
+  const double fast = uniform(0.2, 0.4);
+  std::vector<double> slower;  // unregistered 0.5-0.8x registered's step: registered lost
+  for (int k = 0; k < 3; ++k) slower.push_back(fast * uniform(0.5, 0.8));
+  const zob::RunResult run = run_of("cuda", fast, slower);
+  const auto v = zob::verdicts(run).at(0);
+  ASSERT_LT(*v.median, 1.0);
+  const auto j = zob::verdicts_json(run).at(0);
+  EXPECT_EQ(j.at("slow"), "registered");
+  EXPECT_EQ(j.at("fast"), "unregistered");
+  EXPECT_DOUBLE_EQ(j.at("ratio").get<double>(), 1.0 / v.ratio);
+  EXPECT_DOUBLE_EQ(j.at("ratio_median").get<double>(), 1.0 / *v.median);
+  EXPECT_DOUBLE_EQ(j.at("interval_low").get<double>(), 1.0 / *v.high);
+  EXPECT_DOUBLE_EQ(j.at("interval_high").get<double>(), 1.0 / *v.low);
+  EXPECT_DOUBLE_EQ(j.at("saved_s").get<double>(), -v.saved_s);
+  EXPECT_GT(j.at("saved_s").get<double>(), 0.0);
+  EXPECT_NE(j.at("text").get<std::string>().find(" costs "), std::string::npos) << j.at("text");
+  // Where registered won, nothing turns.
+  const auto won = zob::verdicts_json(run_of("cuda", fast, clearly_slower(fast))).at(0);
+  EXPECT_EQ(won.at("slow"), "unregistered");
+  EXPECT_EQ(won.at("fast"), "registered");
 }
 
 TEST(Verdict, TheCpuDeviceIsNotApplicableWhateverTheNumbers) {

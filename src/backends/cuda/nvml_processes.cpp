@@ -60,9 +60,7 @@ int count_others(const Nvml& n, const std::string& bus_id) {
     r = n.processes(dev, &count, infos.data());
   }
   if (r != kNvmlSuccess) return -1;
-  // This process has a context on the device, so one of the listed is this one; in a
-  // container NVML lists host pids, which getpid() does not match, so it is not searched for.
-  return count > 0 ? static_cast<int>(count) - 1 : 0;
+  return others_listed(count);
 }
 
 }  // namespace

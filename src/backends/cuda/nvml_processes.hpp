@@ -12,4 +12,9 @@ namespace zob::cuda {
 // driver falls back on the device's free memory between arms).
 int nvml_other_processes(const std::string& bus_id);
 
+// Other processes from NVML's list of the GPU's processes, which holds this one too (it has a
+// context there): one fewer, never below 0. In a container NVML lists host pids, which
+// getpid() does not match, so this process is not searched for; it is counted out.
+inline int others_listed(unsigned listed) { return listed > 0 ? static_cast<int>(listed) - 1 : 0; }
+
 }  // namespace zob::cuda
