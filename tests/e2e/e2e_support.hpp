@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -250,5 +251,27 @@ inline unsigned long long ignored_signals(pid_t pid) {
   }
   return 0;
 }
+
+// A fresh folder per test (the system's temp folder, `prefix`, the pid and the test's name),
+// removed at the end, when no process of the run may be left.
+class FreshDirTest : public testing::Test {
+ protected:
+  explicit FreshDirTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           (prefix_ + std::to_string(::getpid()) + "-" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::filesystem::remove_all(dir_);
+    expect_no_leftovers();
+  }
+  std::filesystem::path dir_;
+
+ private:
+  std::string prefix_;
+};
 
 }  // namespace zob_e2e

@@ -21,25 +21,14 @@ using namespace zob_e2e;
 namespace fs = std::filesystem;
 
 // A fresh folder per test, removed at the end.
-class Edges : public testing::Test {
+class Edges : public FreshDirTest {
  protected:
-  void SetUp() override {
-    dir_ =
-        fs::temp_directory_path() / ("zob-edges-" + std::to_string(::getpid()) + "-" +
-                                     testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    expect_no_leftovers();
-  }
+  Edges() : FreshDirTest("zob-edges-") {}
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   std::string file(const std::string& name, const std::string& text) const {
     std::ofstream(dir_ / name, std::ios::binary) << text;
     return path(name);
   }
-  fs::path dir_;
 };
 
 // Reads everything from `fd` on a thread of its own (the benchmark may fill a pipe's buffer).

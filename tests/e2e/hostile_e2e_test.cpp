@@ -17,26 +17,15 @@ using namespace zob_e2e;
 namespace fs = std::filesystem;
 
 // A fresh folder per test, removed at the end.
-class Hostile : public testing::Test {
+class Hostile : public FreshDirTest {
  protected:
-  void SetUp() override {
-    dir_ =
-        fs::temp_directory_path() / ("zob-hostile-" + std::to_string(::getpid()) + "-" +
-                                     testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    expect_no_leftovers();
-  }
+  Hostile() : FreshDirTest("zob-hostile-") {}
   // A folder `name` holding a config.json of `text`; returns the folder.
   std::string config(const std::string& name, const std::string& text) const {
     fs::create_directories(dir_ / name);
     std::ofstream(dir_ / name / "config.json", std::ios::binary) << text;
     return (dir_ / name).string();
   }
-  fs::path dir_;
 };
 
 // A tiny Llama config.json with `key` set to `value` (the text as JSON has it).
