@@ -112,6 +112,20 @@ struct TensorView {
 //             CatArrayBatchedCopy): out[..., k] = k < a.size[5] ? a[..., k] : b[..., k -
 //             a.size[5]]; a and b have out's sizes except the last, and a.size[5] + b.size[5] =
 //             out.size[5].
+// The ops of torch.optim.AdamW's foreach step (torch 2.x _multi_tensor_adam, src/step/
+// device_adam.hpp), each the fp32 expression of its CUDA foreach functor (ForeachFunctors.cuh):
+//   lerp (_foreach_lerp_, w = scalar): fabsf(w) < 0.5f ? a + w * (b - a)
+//                                                      : b - (b - a) * (1.0f - w)
+//   sqrt: sqrtf(a)   div_scalar: a / scalar, a true division (_foreach_div_ by a scalar list)
+//   addcmul: out + scalar * (a * b)   addcdiv: out + scalar * (a / b)
+//     (_foreach_addcmul_ / _foreach_addcdiv_: self + value * op(t1, t2); the foreach addcmul
+//     rounds t1 * t2 first, the unfused one (value * t1) * t2). These two read out as a third
+//     operand (out may be the same view as a or b), so each is one pass over its arrays as
+//     torch's kernel is: a division into the scratch tensor and then an add over it instead
+//     would move 24 bytes an element where torch's addcdiv moves 16.
+// Each product and sum keeps its own rounding, as in every op here: torch's CUDA build lets
+// nvcc contract `x + s * y` into one fma, so torch's bits may differ from these by an ulp of
+// such a step; the kernels, their order and their bytes are torch's.
 enum class ElementwiseOp : std::int32_t {
   copy = 0,
   neg,
@@ -125,10 +139,23 @@ enum class ElementwiseOp : std::int32_t {
   silu,
   silu_backward,
   cat_last,
+  lerp,
+  sqrt,
+  div_scalar,
+  addcmul,
+  addcdiv,
 };
+// The last op: elementwise_problem's range, and what the tests loop over. New ops are appended
+// (the OpenCL and CUDA kernels switch on the values).
+inline constexpr ElementwiseOp kLastElementwiseOp = ElementwiseOp::addcdiv;
+// Ops that read out's elements before they store (out = out + ...): a third operand.
+inline bool reads_out(ElementwiseOp op) {
+  return op == ElementwiseOp::addcmul || op == ElementwiseOp::addcdiv;
+}
 inline bool is_binary(ElementwiseOp op) {
   return op == ElementwiseOp::add || op == ElementwiseOp::mul ||
-         op == ElementwiseOp::silu_backward || op == ElementwiseOp::cat_last;
+         op == ElementwiseOp::silu_backward || op == ElementwiseOp::cat_last ||
+         op == ElementwiseOp::lerp || reads_out(op);
 }
 
 // Rewrites views that share their sizes in the first `dims` dimensions (every operand of an
@@ -182,7 +209,7 @@ inline std::string tensor_view_problem(const char* name, const TensorView& v,
 }
 inline std::string elementwise_problem(ElementwiseOp op, const TensorView& out, const TensorView& a,
                                        const TensorView& b) {
-  if (static_cast<int>(op) < 0 || op > ElementwiseOp::cat_last) return "unknown op";
+  if (static_cast<int>(op) < 0 || op > kLastElementwiseOp) return "unknown op";
   std::string why = tensor_view_problem("out", out);
   if (op == ElementwiseOp::cat_last) {
     if (why.empty()) why = tensor_view_problem("a", a, &out, kViewDims - 1);
@@ -352,7 +379,7 @@ class Device {
 
   // ---- generic tensor operations: the deepspeed schedule's eager decomposition ----
   // One kernel each, on Queue::compute. out must not overlap a or b unless it is the same view.
-  // b is ignored (may be empty) for unary ops. Deterministic.
+  // b is ignored (may be empty) for unary ops. Deterministic. addcmul and addcdiv read out too.
   virtual void elementwise(ElementwiseOp op, const TensorView& out, const TensorView& a,
                            const TensorView& b, float scalar) = 0;
   // out[i0..i4] = round(scale * (fp32 sum over j ascending of in[i0..i4, j])): the last

@@ -79,12 +79,14 @@ void elementwise(ElementwiseOp op, const TensorView& out_view, const TensorView&
     });
     return;
   }
-  const bool binary = is_binary(op);
+  const bool binary = is_binary(op), accumulates = reads_out(op);
   run(out.elements(), pool, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const float x = load(a, offset_of(a, i, kViewDims));
       const float y = binary ? load(b, offset_of(b, i, kViewDims)) : 0.0f;
-      store(out, offset_of(out, i, kViewDims), tensor_op_value(op, x, y, scalar));
+      const std::int64_t at = offset_of(out, i, kViewDims);
+      const float o = accumulates ? load(out, at) : 0.0f;
+      store(out, at, tensor_op_value(op, x, y, scalar, o));
     }
   });
 }

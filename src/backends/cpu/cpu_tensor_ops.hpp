@@ -15,8 +15,9 @@ class ThreadPool;
 
 namespace zob::cpu {
 
-// The fp32 value of one element of op (a, b: the operands widened to fp32).
-inline float tensor_op_value(ElementwiseOp op, float a, float b, float scalar) {
+// The fp32 value of one element of op (a, b: the operands widened to fp32; o: out's element
+// before the store, read only by the ops reads_out names, 0 for the others).
+inline float tensor_op_value(ElementwiseOp op, float a, float b, float scalar, float o) {
   switch (op) {
     case ElementwiseOp::copy: return a;
     case ElementwiseOp::neg: return -a;
@@ -33,6 +34,13 @@ inline float tensor_op_value(ElementwiseOp op, float a, float b, float scalar) {
       const float s = 1.0f / (1.0f + std::exp(-b));
       return a * (s * (1.0f + b * (1.0f - s)));
     }
+    // torch.lerp's two branches (ATen's Lerp.h): the one that keeps the rounding small.
+    case ElementwiseOp::lerp:
+      return std::fabs(scalar) < 0.5f ? a + scalar * (b - a) : b - (b - a) * (1.0f - scalar);
+    case ElementwiseOp::sqrt: return std::sqrt(a);
+    case ElementwiseOp::div_scalar: return a / scalar;
+    case ElementwiseOp::addcmul: return o + scalar * (a * b);
+    case ElementwiseOp::addcdiv: return o + scalar * (a / b);
   }
   return 0.0f;
 }
