@@ -4,7 +4,9 @@
 // first; elementwise's operands share out's sizes, except cat_last's a, whose last size rides
 // in its stride's lane 6. reduce_last sums its row in order in one work-item: the CPU reference's
 // own order. The fp32 expressions are the CPU reference's (src/backends/cpu/cpu_tensor_ops.hpp,
-// tensor_op_value) with contraction off.
+// tensor_op_value) with contraction off. addcmul and addcdiv (15, 16) read out's element too.
+// sqrt and the divisions are exact on PoCL; OpenCL C allows a device 3 and 2.5 ulp for them
+// unless the module is built with -cl-fp32-correctly-rounded-divide-sqrt.
 #include "bf16.h"
 
 #pragma OPENCL FP_CONTRACT OFF
@@ -46,7 +48,8 @@ ZOB_INLINE long offset_of(long i, long8 size, long8 stride, int six) {
 }
 
 // zob::ElementwiseOp, in its order.
-ZOB_INLINE float op_value(int op, float a, float b, float scalar) {
+// o: out's element before the store (addcmul, addcdiv).
+ZOB_INLINE float op_value(int op, float a, float b, float scalar, float o) {
   float s = 0.0f;
   switch (op) {
     case 0: return a;
@@ -60,6 +63,11 @@ ZOB_INLINE float op_value(int op, float a, float b, float scalar) {
     case 8: return 1.0f / sqrt(a);
     case 9: return a / (1.0f + exp(-a));
     case 10: s = 1.0f / (1.0f + exp(-b)); return a * (s * (1.0f + b * (1.0f - s)));
+    case 12: return fabs(scalar) < 0.5f ? a + scalar * (b - a) : b - (b - a) * (1.0f - scalar);
+    case 13: return sqrt(a);
+    case 14: return a / scalar;
+    case 15: return o + scalar * (a * b);
+    case 16: return o + scalar * (a / b);
     default: return 0.0f;
   }
 }
@@ -77,9 +85,12 @@ __attribute__((reqd_work_group_size(ZOB_WG, 1, 1))) kernel void tensor_elementwi
              k < na ? load_at(a, a_f32, at) : load_at(b, b_f32, at));
   } else if (i < n) {
     const float x = load_at(a, a_f32, offset_of(i, size, a_stride, 1));
-    const int binary = op == 2 || op == 3 || op == 10;
+    const int reads_out = op == 15 || op == 16;
+    const int binary = op == 2 || op == 3 || op == 10 || op == 12 || reads_out != 0;
     const float y = binary != 0 ? load_at(b, b_f32, offset_of(i, size, b_stride, 1)) : 0.0f;
-    store_at(out, out_f32, offset_of(i, size, out_stride, 1), op_value(op, x, y, scalar));
+    const long at = offset_of(i, size, out_stride, 1);
+    const float o = reads_out != 0 ? load_at(out, out_f32, at) : 0.0f;
+    store_at(out, out_f32, at, op_value(op, x, y, scalar, o));
   }
 }
 
