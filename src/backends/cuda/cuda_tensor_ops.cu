@@ -11,7 +11,8 @@
 // leave a column sum of 3,072 outputs on 12 blocks running 2,048 dependent loads each. The fp32
 // expressions are those of the CPU reference (src/backends/cpu/cpu_tensor_ops.hpp,
 // tensor_op_value), with __fmul_rn / __fadd_rn where nvcc would otherwise contract a product and
-// an add into one fma.
+// an add into one fma, and __fsqrt_rn / __fdiv_rn for the AdamW ops' IEEE sqrt and divisions
+// whatever -prec-sqrt / -prec-div say.
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -109,8 +110,9 @@ __device__ __forceinline__ void store(void* p, int f32, std::int64_t at, float f
   static_cast<std::uint16_t*>(p)[at] = static_cast<std::uint16_t>(u);
 }
 
-// zob::ElementwiseOp, in its order.
-__device__ __forceinline__ float op_value(std::int32_t op, float a, float b, float scalar) {
+// zob::ElementwiseOp, in its order; o: out's element before the store (addcmul, addcdiv).
+__device__ __forceinline__ float op_value(std::int32_t op, float a, float b, float scalar,
+                                          float o) {
   switch (op) {
     case 0: return a;
     case 1: return -a;
@@ -126,6 +128,15 @@ __device__ __forceinline__ float op_value(std::int32_t op, float a, float b, flo
       const float s = 1.0f / (1.0f + expf(-b));
       return __fmul_rn(a, __fmul_rn(s, __fadd_rn(1.0f, __fmul_rn(b, 1.0f - s))));
     }
+    case 12: {  // lerp
+      const float d = __fsub_rn(b, a);
+      return fabsf(scalar) < 0.5f ? __fadd_rn(a, __fmul_rn(scalar, d))
+                                  : __fsub_rn(b, __fmul_rn(d, __fsub_rn(1.0f, scalar)));
+    }
+    case 13: return __fsqrt_rn(a);
+    case 14: return __fdiv_rn(a, scalar);
+    case 15: return __fadd_rn(o, __fmul_rn(scalar, __fmul_rn(a, b)));
+    case 16: return __fadd_rn(o, __fmul_rn(scalar, __fdiv_rn(a, b)));
     default: return 0.0f;
   }
 }
@@ -138,14 +149,17 @@ struct Operands {
   int out_f32, a_f32, b_f32;
 };
 
+// What an op reads: a; a and b; a, b and out (addcmul, addcdiv: zob::reads_out).
+enum Reads { kReadsA = 1, kReadsAB = 2, kReadsABOut = 3 };
+
 // A block's tile is kUnroll * kThreads elements; thread t takes t, t + kThreads, ... of it, so
 // each of its kUnroll loads is a coalesced warp access and all are issued before any store.
-template <bool Binary, typename I>
+template <int R, typename I>
 __global__ void elementwise_kernel(std::int32_t op, Operands o, Walk w, float scalar, I n) {
   const I tile = kUnroll * kThreads;
   for (I base = static_cast<I>(blockIdx.x) * tile; base < n;
        base += static_cast<I>(gridDim.x) * tile) {
-    float x[kUnroll], y[kUnroll];
+    float x[kUnroll], y[kUnroll], z[kUnroll];
     std::int64_t out_at[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -155,12 +169,13 @@ __global__ void elementwise_kernel(std::int32_t op, Operands o, Walk w, float sc
       offsets_of(w, i, kViewDims, at);
       out_at[u] = at[0];
       x[u] = load(o.a, o.a_f32, at[1]);
-      y[u] = Binary ? load(o.b, o.b_f32, at[2]) : 0.0f;
+      y[u] = R >= kReadsAB ? load(o.b, o.b_f32, at[2]) : 0.0f;
+      z[u] = R == kReadsABOut ? load(o.out, o.out_f32, at[0]) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const I i = base + threadIdx.x + u * kThreads;
-      if (i < n) store(o.out, o.out_f32, out_at[u], op_value(op, x[u], y[u], scalar));
+      if (i < n) store(o.out, o.out_f32, out_at[u], op_value(op, x[u], y[u], scalar, z[u]));
     }
   }
 }
@@ -280,11 +295,13 @@ void elementwise_as(std::int32_t op, const Operands& o, const View& out, const V
   }
   const Walk w = make_walk(out, views, kOperands, lo, kViewDims);
   const unsigned grid = grid_for(n, std::int64_t{kUnroll} * kThreads);
-  if (op == 2 || op == 3 || op == 10) {
-    elementwise_kernel<true, I><<<grid, kThreads, 0, stream>>>(op, o, w, scalar, static_cast<I>(n));
+  const auto count = static_cast<I>(n);
+  if (op == 15 || op == 16) {  // zob::reads_out
+    elementwise_kernel<kReadsABOut, I><<<grid, kThreads, 0, stream>>>(op, o, w, scalar, count);
+  } else if (op == 2 || op == 3 || op == 10 || op == 12) {  // zob::is_binary
+    elementwise_kernel<kReadsAB, I><<<grid, kThreads, 0, stream>>>(op, o, w, scalar, count);
   } else {
-    elementwise_kernel<false, I>
-        <<<grid, kThreads, 0, stream>>>(op, o, w, scalar, static_cast<I>(n));
+    elementwise_kernel<kReadsA, I><<<grid, kThreads, 0, stream>>>(op, o, w, scalar, count);
   }
 }
 
