@@ -3,7 +3,9 @@
 // same launch geometry as the backend. The one place here where that code really executes.
 // Tolerances: exact where the kernel and zob::cpu do the same fp32 operations in the same
 // order (adds, gathers, casts, ordered column sums); one bf16 ulp where libm's erf/exp differ
-// (gelu), the GEMM's summation order differs from sgemm's, or the sum's tree differs.
+// (gelu), the GEMM's summation order differs from sgemm's, or the sum's tree differs. The
+// AdamW ops of tensor.cl (lerp, sqrt, div_scalar, addcmul, addcdiv): exact, fp32 and bf16 out
+// (PoCL's sqrt and divisions are IEEE, and FP_CONTRACT is off).
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <gtest/gtest.h>
@@ -17,6 +19,7 @@
 #include <sstream>
 
 #include "backends/cpu/cpu_kernels.hpp"
+#include "backends/cpu/cpu_tensor_ops.hpp"
 #include "zob/bf16.hpp"
 #include "zob/device.hpp"
 
@@ -300,6 +303,65 @@ TEST_F(PoCL, Reductions) {
   const float got = download<float>(dres, 1)[0];
   // Another summation tree: fp32 rounding differences bounded by n * eps * sum|x|.
   EXPECT_NEAR(got, want, 1e-7f * static_cast<float>(ln) * magnitude / 100) << "sum_bf16";
+}
+
+// A 1-D view of n elements `stride` apart in tensor.cl's long8 form (the sixth lane; a's lane 6
+// is cat_last's split, unused here).
+cl_long8 lanes(std::int64_t last) {
+  cl_long8 v{};
+  for (int d = 0; d < 8; ++d) v.s[d] = d < 5 ? 1 : 0;
+  v.s[5] = last;
+  return v;
+}
+
+TensorView flat(const void* p, DType t, std::int64_t n, std::int64_t stride) {
+  TensorView v;
+  v.data = p;
+  v.dtype = t;
+  v.size[kViewDims - 1] = n;
+  v.stride[kViewDims - 1] = stride;
+  return v;
+}
+
+// tensor_elementwise with the AdamW ops (torch.optim.AdamW's foreach step): a read every second
+// element, b contiguous, out read back by addcmul / addcdiv; against cpu::elementwise.
+TEST_F(PoCL, TensorElementwiseAdamOps) {
+  const std::int64_t n = 2053;
+  std::uniform_real_distribution<float> pos(0.01f, 3.f), any(-3.f, 3.f);
+  std::vector<float> a(static_cast<std::size_t>(2 * n)), b(static_cast<std::size_t>(n)),
+      out0(static_cast<std::size_t>(n));
+  for (auto& x : a) x = pos(rng);
+  for (auto& x : b) x = any(rng);
+  for (auto& x : out0) x = any(rng);
+  std::vector<bf16> out16(out0.size());
+  for (std::size_t i = 0; i < out0.size(); ++i) out16[i] = f32_to_bf16(out0[i]);
+  cl_mem da = upload(a), db = upload(b);
+  const cl_long ln = n;
+  const cl_long8 size = lanes(n), unit = lanes(1), a_stride = lanes(2);
+  const cl_int f32 = 1, is_bf16 = 0;
+  using Op = ElementwiseOp;
+  const std::pair<Op, float> cases[] = {{Op::lerp, 0.1f},     {Op::lerp, 0.8f},
+                                        {Op::sqrt, 0.f},      {Op::div_scalar, 0.37f},
+                                        {Op::addcmul, 1e-3f}, {Op::addcdiv, -2.5e-3f}};
+  for (const auto& [op, scalar] : cases) {
+    const std::string what = "op " + std::to_string(static_cast<int>(op));
+    const cl_int code = static_cast<cl_int>(op);
+    const cl_float s = scalar;
+    cl_mem dout = upload(out0), dout16 = upload(out16);
+    run("tensor", "tensor_elementwise", {static_cast<std::size_t>(n), 1}, {kWg, 1}, code, s, ln,
+        size, dout, f32, unit, da, f32, a_stride, db, f32, unit);
+    run("tensor", "tensor_elementwise", {static_cast<std::size_t>(n), 1}, {kWg, 1}, code, s, ln,
+        size, dout16, is_bf16, unit, da, f32, a_stride, db, f32, unit);
+    std::vector<float> want = out0;
+    std::vector<bf16> want16 = out16;
+    cpu::elementwise(op, flat(want.data(), DType::f32, n, 1), flat(a.data(), DType::f32, n, 2),
+                     flat(b.data(), DType::f32, n, 1), scalar, nullptr);
+    cpu::elementwise(op, flat(want16.data(), DType::bf16, n, 1), flat(a.data(), DType::f32, n, 2),
+                     flat(b.data(), DType::f32, n, 1), scalar, nullptr);
+    const auto got = download<float>(dout, want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << what << " fp32 out";
+    expect_exact(download<bf16>(dout16, want16.size()), want16, (what + " bf16 out").c_str());
+  }
 }
 
 }  // namespace
