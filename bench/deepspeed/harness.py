@@ -19,6 +19,11 @@ the ranks share GPU 0, each claiming a host of its own (NCCL_HOSTID, NCCL over l
 sockets), exactly as the tool's ZOB_TEST_SHARE_DEVICE=1 does, so the two compare like with
 like there. Rank 0's timings are reported (every step ends in collectives).
 
+`--offload-ratio R` writes ds_config `zero_optimization.offload_optimizer.ratio` (partial
+offload): DeepSpeed keeps sub-group i of the optimizer on the GPU, updated by torch.optim.AdamW,
+when i < int((1 - R) * sub-groups), the rest on the CPU (DeepSpeedCPUAdam). Each DSREF line
+records the ratio and the engine's sub-groups (element counts, device of each).
+
 `--profile` runs one arm, then one more step under torch.profiler, and writes a per-phase
 account of that step (copies, synchronisations, long CPU ops, kernels) that the C++ tool's
 `--schedule deepspeed` imitates. See bench/deepspeed/README.md.
@@ -222,7 +227,14 @@ def init_like_tool(torch, model, vocab, hidden, layers, seed):
 # --------------------------------------------------------------------------------------
 # Child: one arm
 # --------------------------------------------------------------------------------------
-def ds_config(batch, pin, offload_param=True):
+def ds_config(batch, pin, offload_param=True, offload_ratio=None):
+    """The arm's ds_config. offload_ratio None leaves `offload_optimizer.ratio` out (DeepSpeed's
+    default 1.0: every sub-group on the CPU); a number writes it, 1.0 included."""
+    offload_optimizer = {"device": "cpu", "pin_memory": pin}
+    if offload_ratio is not None:
+        # partial offload: DeepSpeed keeps sub-group i on the GPU (stepped by torch.optim.AdamW)
+        # when i < int((1 - ratio) * sub-groups); see sub_group_devices
+        offload_optimizer["ratio"] = float(offload_ratio)
     return {
         "train_micro_batch_size_per_gpu": batch,
         "gradient_accumulation_steps": 1,
@@ -236,11 +248,75 @@ def ds_config(batch, pin, offload_param=True):
         "zero_optimization": {
             "stage": 3,
             # sub_group_size left at DeepSpeed's default (1e9 elements)
-            "offload_optimizer": {"device": "cpu", "pin_memory": pin},
+            "offload_optimizer": offload_optimizer,
             # --no-offload-param: the tool's copy_back loop (parameters stay on the device)
             **({"offload_param": {"device": "cpu", "pin_memory": pin}} if offload_param else {}),
         },
     }
+
+
+# DeepSpeed 0.19.8's zero_optimization.sub_group_size default (runtime/zero/config.py)
+DEFAULT_SUB_GROUP_SIZE = 1_000_000_000
+
+
+def sub_group_split(numels, sub_group_size=DEFAULT_SUB_GROUP_SIZE):
+    """Element counts of the ZeRO-3 sub-groups of one parameter group whose parameters have
+    these (partition) element counts, in order: DeepSpeed 0.19.8's _create_fp16_sub_groups
+    (stage3.py): one sub-group when the group is no larger than sub_group_size, else
+    parameters are taken in order and a sub-group closes at the first parameter that brings
+    it to sub_group_size or more (and at the last parameter)."""
+    numels = [int(n) for n in numels]
+    if not numels or sub_group_size is None or sub_group_size >= sum(numels):
+        return [sum(numels)] if numels else []
+    out, cur = [], 0
+    for i, n in enumerate(numels):
+        cur += n
+        if cur >= sub_group_size or i == len(numels) - 1:
+            out.append(cur)
+            cur = 0
+    return out
+
+
+def sub_group_devices(count, ratio, device="cuda"):
+    """Where DeepSpeed 0.19.8 keeps each sub-group's fp32 master, gradient and Adam states with
+    offload_optimizer.ratio (stage3.py, subgroup_to_device): sub-group i is on the accelerator
+    when i < int((1 - ratio) * count), else on the CPU. The expression is DeepSpeed's own, float
+    rounding included (ratio 0.9 of 10 sub-groups: int(0.9999999999999998) = 0 on the device)."""
+    on_device = int((1 - ratio) * count)
+    return [device if i < on_device else "cpu" for i in range(count)]
+
+
+def sub_group_record(optimizer, ratio, param_numels=None, world=1):
+    """The sub-groups of the engine's ZeRO-3 optimizer as DSREF keys: their element counts
+    (fp16_partitioned_groups_flat_numel), where each one lives (subgroup_to_device), and whether
+    both agree with sub_group_split / sub_group_devices (param_numels: the model's parameter
+    element counts before deepspeed.initialize, in model.parameters() order)."""
+    numel = [int(n) for n in getattr(optimizer, "fp16_partitioned_groups_flat_numel", None) or []]
+    s2d = getattr(optimizer, "subgroup_to_device", None)
+    devices = [str(s2d.get(i)) for i in range(len(numel))] if isinstance(s2d, dict) else None
+    backup = getattr(optimizer, "backup_optimizer", None)
+    size = getattr(optimizer, "sub_group_size", None)
+    rec = {
+        "num_sub_groups": len(numel),
+        "sub_group_numel": numel,
+        # None where the optimizer has no subgroup_to_device (no offload_optimizer)
+        "sub_group_device": devices,
+        "sub_groups_on_device": sum(d != "cpu" for d in devices) if devices is not None else None,
+        "sub_group_numel_on_device": (sum(n for n, d in zip(numel, devices) if d != "cpu")
+                                      if devices is not None else None),
+        "sub_group_size": int(size) if size is not None else None,
+        "partial_offload": getattr(optimizer, "partial_offload", None),
+        # torch.optim.AdamW for the device sub-groups; None at ratio 1.0 (DeepSpeed makes none)
+        "backup_optimizer": type(backup).__name__ if backup is not None else None,
+    }
+    if devices is not None:
+        rec["sub_group_device_matches_formula"] = devices == sub_group_devices(len(numel), ratio, "cuda")
+    if param_numels is not None and size is not None and len(set(
+            getattr(optimizer, "sub_group_to_group_id", {0: 0}).values())) <= 1:
+        # one parameter group (the harness's); rank r's partition of each parameter is ceil(n / world)
+        parts = [-(-int(n) // world) for n in param_numels]
+        rec["sub_group_numel_matches_formula"] = numel == sub_group_split(parts, int(size))
+    return rec
 
 
 def pin_accounting():
@@ -297,16 +373,32 @@ def run_child(args):
             os.path.join(args.profile_out, f"trace-eager-{arm}.json") if args.profile else None, log)
         torch.cuda.reset_peak_memory_stats()
 
+    # element counts in model.parameters() order (tied tensors once), for the sub-group check
+    param_numels = [p.numel() for p in model.parameters()]
+    config = ds_config(args.batch, pin, args.offload_param, args.offload_ratio)
     engine, optimizer, _, _ = deepspeed.initialize(
-        model=model, model_parameters=model.parameters(), config=ds_config(args.batch, pin, args.offload_param))
+        model=model, model_parameters=model.parameters(), config=config)
     inner = getattr(optimizer, "optimizer", None)
     opt_name = type(inner).__name__ if inner is not None else type(optimizer).__name__
+    ratio = 1.0 if args.offload_ratio is None else args.offload_ratio
+    sub_groups = sub_group_record(optimizer, ratio, param_numels, world)
     # Data parallel as the tool's --gpus N: rank r on the token ids of seed + r.
     ids = torch.tensor(token_ids(args.batch * args.seq, args.vocab, args.seed + rank),
                        dtype=torch.long).view(args.batch, args.seq).to(engine.device)
     torch.cuda.synchronize()
     init_s = time.perf_counter() - t_start
-    log(f"{arm}: engine ready in {init_s:.1f} s ({opt_name}, {params} params, pins {pin_accounting()})")
+    # Memory through deepspeed.initialize (since the process started, or since --eager-baseline's
+    # reset): the peaks, and what stays allocated once the engine is ready (with ratio < 1 the
+    # device sub-groups' fp32 master, gradient and Adam states among it).
+    init_mem = {"peak": torch.cuda.max_memory_allocated(), "reserved_peak": torch.cuda.max_memory_reserved(),
+                "allocated": torch.cuda.memory_allocated(), "reserved": torch.cuda.memory_reserved()}
+    log(f"{arm}: engine ready in {init_s:.1f} s ({opt_name}, {params} params, offload ratio {ratio}: "
+        f"{sub_groups['sub_groups_on_device']} of {sub_groups['num_sub_groups']} sub-groups on the device "
+        f"{sub_groups['sub_group_numel']} {sub_groups['sub_group_device']}, pins {pin_accounting()})")
+    for k in ("sub_group_device_matches_formula", "sub_group_numel_matches_formula"):
+        if sub_groups.get(k) is False:
+            log(f"{arm}: WARNING: {k} is false: DeepSpeed's sub-groups are not what harness.py's "
+                f"sub_group_split / sub_group_devices predict")
     torch.cuda.reset_peak_memory_stats()
 
     steps_s, fwd_s, bwd_s, opt_s, losses = [], [], [], [], []
@@ -377,6 +469,19 @@ def run_child(args):
         "device_name": torch.cuda.get_device_name(0),
         "init_s": init_s,
         "pins": pin_accounting(),
+        # partial offload (offload_optimizer.ratio) and the sub-groups it splits
+        "offload_ratio": ratio,
+        "offload_ratio_in_config": args.offload_ratio is not None,
+        **sub_groups,
+        # device memory beside gpu_peak_gb, 1e9 B: the caching allocator's reserved peak over the
+        # steps; the peaks through deepspeed.initialize; allocated / reserved once it returned
+        "gpu_reserved_peak_gb": torch.cuda.max_memory_reserved() / 1e9,
+        "gpu_init_peak_gb": init_mem["peak"] / 1e9,
+        "gpu_init_reserved_peak_gb": init_mem["reserved_peak"] / 1e9,
+        "gpu_peak_with_init_gb": max(init_mem["peak"], torch.cuda.max_memory_allocated()) / 1e9,
+        "gpu_after_init_allocated_gb": init_mem["allocated"] / 1e9,
+        "gpu_after_init_reserved_gb": init_mem["reserved"] / 1e9,
+        "ds_config": config,
     }
 
     result["timing"] = args.timing
@@ -936,6 +1041,8 @@ def child_argv(args, arm):
             "--attn", args.attn]
     if not args.offload_param:
         argv.append("--no-offload-param")
+    if args.offload_ratio is not None:
+        argv += ["--offload-ratio", repr(args.offload_ratio)]
     if args.model_config:
         argv += ["--model-config", args.model_config]
     if args.profile:
@@ -997,7 +1104,8 @@ def run_parent(args):
         pin, reg = ARMS[arm]
         port = free_port()
         log(f"arm {arm}: pin_memory={pin} DS_PIN_MEMORY_REGISTER_DEVICE={reg} port {port}"
-            + (f", {args.ranks} ranks" if args.ranks > 1 else ""))
+            + (f", {args.ranks} ranks" if args.ranks > 1 else "")
+            + (f", offload_optimizer.ratio {args.offload_ratio}" if args.offload_ratio is not None else ""))
         t = time.perf_counter()
         rc, out = run_ranks(args, arm, reg, port)
         if rc is None:
@@ -1018,16 +1126,28 @@ def run_parent(args):
         log(f"arm {arm}: done in {time.perf_counter() - t:.1f} s wall")
     if results:
         log(f"{'arm':<20} {'avg step (s)':>12} {'min (s)':>9} {'median (s)':>10} {'fwd':>7} {'bwd':>7} "
-            f"{'opt':>7} {'GPU peak (GB)':>13}")
+            f"{'opt':>7} {'GPU peak (GB)':>13} {'ratio':>6} {'on GPU':>7}")
         for r in results:
             log(f"{r['arm']:<20} {r['step_avg_s']:>12.3f} {r['step_min_s']:>9.3f} {r['step_median_s']:>10.3f} "
                 f"{r['forward_avg_s']:>7.3f} {r['backward_avg_s']:>7.3f} {r['optimizer_avg_s']:>7.3f} "
-                f"{r['gpu_peak_gb']:>13.2f}")
+                f"{r['gpu_peak_gb']:>13.2f} {r['offload_ratio']:>6g} "
+                f"{str(r['sub_groups_on_device']) + '/' + str(r['num_sub_groups']):>7}")
     if failed:
         raise SystemExit(f"ds-ref: arm(s) failed: {', '.join(failed)}")
 
 
-def main(argv=None):
+def offload_ratio_arg(text):
+    """--offload-ratio: a float in [0, 1] (DeepSpeed's own bounds for offload_optimizer.ratio)."""
+    try:
+        r = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+    if not 0.0 <= r <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {text!r}")
+    return r
+
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     # Defaults are the C++ tool's (src/cli/cli.cpp, include/zob/config.hpp).
@@ -1049,6 +1169,11 @@ def main(argv=None):
                     "what a user gets; eager = the tool's materialised softmax)")
     ap.add_argument("--no-offload-param", dest="offload_param", action="store_false",
                     help="offload the optimizer only (the tool's copy_back loop)")
+    ap.add_argument("--offload-ratio", type=offload_ratio_arg, metavar="R", default=None,
+                    help="ds_config zero_optimization.offload_optimizer.ratio, in [0, 1]: the share of "
+                    "the optimizer's sub-groups kept on the CPU (DeepSpeedCPUAdam); sub-group i stays on the "
+                    "GPU (torch.optim.AdamW) when i < int((1 - R) * sub-groups). Not given: the key is left "
+                    "out (DeepSpeed's default 1.0, everything on the CPU); given, it is written, 1.0 included")
     ap.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma list of {', '.join(ARMS)}")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per arm (0 = none)")
     ap.add_argument("--profile", action="store_true",
@@ -1079,6 +1204,11 @@ def main(argv=None):
         ap.error("--warmup must be >= 0")
     if args.ranks < 1:
         ap.error("--ranks must be >= 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if args.analyze:
         opener = gzip.open if args.analyze.endswith(".gz") else open
         with opener(args.analyze, "rt") as f:

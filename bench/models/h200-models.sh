@@ -37,7 +37,7 @@ run path-qwen1.5b-offload --device cuda --model "$here/configs/Qwen2.5-1.5B.json
 run path-qwen1.5b-copyback --device cuda --model "$here/configs/Qwen2.5-1.5B.json"
 run mistral-l8-offload --device cuda --model Mistral-7B-v0.3 --layers 8 --offload-param
 run mistral-l8-copyback --device cuda --model Mistral-7B-v0.3 --layers 8
-# the largest that fits this host (128 GiB): ~20 B/param of host memory per arm
+# the largest that fits this host (125.8 GiB on the H200 of 2026-12-01): ~20 B/param of host memory per arm
 run llama3b-offload --device cuda --model Llama-3.2-3B --offload-param --steps 3 --warmup 1
 # the next size up: refused by the pre-flight, with its numbers
 run mistral7b-offload --device cuda --model Mistral-7B-v0.3 --offload-param
