@@ -99,6 +99,16 @@ struct TensorView {
     return n;
   }
 };
+// n elements, `stride` apart, in the last dimension: a flat tensor (stride 1) or a strided one.
+inline TensorView vector_view(const void* data, DType dtype, std::int64_t n,
+                              std::int64_t stride = 1) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.size[kViewDims - 1] = n;
+  v.stride[kViewDims - 1] = stride;
+  return v;
+}
 
 // One elementwise kernel as eager PyTorch launches it: out = op(a[, b][, scalar]) over out's
 // shape, a and b read through their own strides (same sizes as out). fp32 arithmetic:

@@ -13,14 +13,7 @@ using Op = ElementwiseOp;
 
 // A flat 1-D fp32 view of n elements (the foreach kernels see each tensor as one contiguous
 // run).
-TensorView flat(const float* p, std::int64_t n) {
-  TensorView v;
-  v.data = p;
-  v.dtype = DType::f32;
-  v.size[kViewDims - 1] = n;
-  v.stride[kViewDims - 1] = 1;
-  return v;
-}
+TensorView flat(const float* p, std::int64_t n) { return vector_view(p, DType::f32, n); }
 
 // The kernels' scalars of step t, as _multi_tensor_adam computes them in Python doubles.
 struct StepScalars {

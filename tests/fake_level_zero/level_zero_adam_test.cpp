@@ -27,15 +27,6 @@ constexpr unsigned kSeed = 1205;
 
 std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-TensorView strided(const void* p, DType t, std::int64_t n, std::int64_t stride) {
-  TensorView v;
-  v.data = p;
-  v.dtype = t;
-  v.size[kViewDims - 1] = n;
-  v.stride[kViewDims - 1] = stride;
-  return v;
-}
-
 template <typename T>
 std::size_t count_differing(const std::vector<T>& got, const std::vector<T>& want) {
   if (got.size() != want.size()) return got.size() + want.size();
@@ -82,19 +73,20 @@ TEST_F(LevelZeroAdam, EachAdamOpMatchesTheCpuReference) {
     // a read every second element; out read back by addcmul / addcdiv.
     std::vector<float> want = out0;
     std::vector<bf16> want16 = out16;
-    cpu::elementwise(c.op, strided(want.data(), DType::f32, n, 1),
-                     strided(a.data(), DType::f32, n, 2), strided(b.data(), DType::f32, n, 1),
-                     c.scalar, nullptr);
-    cpu::elementwise(c.op, strided(want16.data(), DType::bf16, n, 1),
-                     strided(a.data(), DType::f32, n, 2), strided(b.data(), DType::f32, n, 1),
-                     c.scalar, nullptr);
+    cpu::elementwise(c.op, vector_view(want.data(), DType::f32, n, 1),
+                     vector_view(a.data(), DType::f32, n, 2),
+                     vector_view(b.data(), DType::f32, n, 1), c.scalar, nullptr);
+    cpu::elementwise(c.op, vector_view(want16.data(), DType::bf16, n, 1),
+                     vector_view(a.data(), DType::f32, n, 2),
+                     vector_view(b.data(), DType::f32, n, 1), c.scalar, nullptr);
     Buffer<float> got(dev, out0);
     Buffer<bf16> got16(dev, out16);
-    dev.elementwise(c.op, strided(got.get(), DType::f32, n, 1), strided(da.get(), DType::f32, n, 2),
-                    strided(db.get(), DType::f32, n, 1), c.scalar);
-    dev.elementwise(c.op, strided(got16.get(), DType::bf16, n, 1),
-                    strided(da.get(), DType::f32, n, 2), strided(db.get(), DType::f32, n, 1),
-                    c.scalar);
+    dev.elementwise(c.op, vector_view(got.get(), DType::f32, n, 1),
+                    vector_view(da.get(), DType::f32, n, 2),
+                    vector_view(db.get(), DType::f32, n, 1), c.scalar);
+    dev.elementwise(c.op, vector_view(got16.get(), DType::bf16, n, 1),
+                    vector_view(da.get(), DType::f32, n, 2),
+                    vector_view(db.get(), DType::f32, n, 1), c.scalar);
     EXPECT_EQ(count_differing(got.read(), want), 0u) << "fp32 out";
     EXPECT_EQ(count_differing(got16.read(), want16), 0u) << "bf16 out";
   }

@@ -314,15 +314,6 @@ cl_long8 lanes(std::int64_t last) {
   return v;
 }
 
-TensorView flat(const void* p, DType t, std::int64_t n, std::int64_t stride) {
-  TensorView v;
-  v.data = p;
-  v.dtype = t;
-  v.size[kViewDims - 1] = n;
-  v.stride[kViewDims - 1] = stride;
-  return v;
-}
-
 // tensor_elementwise with the AdamW ops (torch.optim.AdamW's foreach step): a read every second
 // element, b contiguous, out read back by addcmul / addcdiv; against cpu::elementwise.
 TEST_F(PoCL, TensorElementwiseAdamOps) {
@@ -354,10 +345,12 @@ TEST_F(PoCL, TensorElementwiseAdamOps) {
         size, dout16, is_bf16, unit, da, f32, a_stride, db, f32, unit);
     std::vector<float> want = out0;
     std::vector<bf16> want16 = out16;
-    cpu::elementwise(op, flat(want.data(), DType::f32, n, 1), flat(a.data(), DType::f32, n, 2),
-                     flat(b.data(), DType::f32, n, 1), scalar, nullptr);
-    cpu::elementwise(op, flat(want16.data(), DType::bf16, n, 1), flat(a.data(), DType::f32, n, 2),
-                     flat(b.data(), DType::f32, n, 1), scalar, nullptr);
+    cpu::elementwise(op, vector_view(want.data(), DType::f32, n, 1),
+                     vector_view(a.data(), DType::f32, n, 2),
+                     vector_view(b.data(), DType::f32, n, 1), scalar, nullptr);
+    cpu::elementwise(op, vector_view(want16.data(), DType::bf16, n, 1),
+                     vector_view(a.data(), DType::f32, n, 2),
+                     vector_view(b.data(), DType::f32, n, 1), scalar, nullptr);
     const auto got = download<float>(dout, want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << what << " fp32 out";
     expect_exact(download<bf16>(dout16, want16.size()), want16, (what + " bf16 out").c_str());

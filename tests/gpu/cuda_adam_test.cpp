@@ -23,15 +23,6 @@ namespace {
 
 std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-TensorView strided(const void* p, DType t, std::int64_t n, std::int64_t stride) {
-  TensorView v;
-  v.data = p;
-  v.dtype = t;
-  v.size[kViewDims - 1] = n;
-  v.stride[kViewDims - 1] = stride;
-  return v;
-}
-
 template <typename T>
 std::size_t count_differing(const std::vector<T>& got, const std::vector<T>& want) {
   if (got.size() != want.size()) return got.size() + want.size();
@@ -64,19 +55,20 @@ TEST(CudaAdam, EachAdamOpMatchesTheCpuReference) {
                  std::to_string(test_seed()) + ")");
     std::vector<float> want = out0;
     std::vector<bf16> want16 = out16;
-    cpu::elementwise(op, strided(want.data(), DType::f32, n, 1),
-                     strided(a.data(), DType::f32, n, 2), strided(b.data(), DType::f32, n, 1),
-                     scalar, nullptr);
-    cpu::elementwise(op, strided(want16.data(), DType::bf16, n, 1),
-                     strided(a.data(), DType::f32, n, 2), strided(b.data(), DType::f32, n, 1),
-                     scalar, nullptr);
+    cpu::elementwise(op, vector_view(want.data(), DType::f32, n, 1),
+                     vector_view(a.data(), DType::f32, n, 2),
+                     vector_view(b.data(), DType::f32, n, 1), scalar, nullptr);
+    cpu::elementwise(op, vector_view(want16.data(), DType::bf16, n, 1),
+                     vector_view(a.data(), DType::f32, n, 2),
+                     vector_view(b.data(), DType::f32, n, 1), scalar, nullptr);
     DeviceBuffer<float> got(dev, out0);
     DeviceBuffer<bf16> got16(dev, out16);
-    dev.elementwise(op, strided(got.get(), DType::f32, n, 1), strided(da.get(), DType::f32, n, 2),
-                    strided(db.get(), DType::f32, n, 1), scalar);
-    dev.elementwise(op, strided(got16.get(), DType::bf16, n, 1),
-                    strided(da.get(), DType::f32, n, 2), strided(db.get(), DType::f32, n, 1),
-                    scalar);
+    dev.elementwise(op, vector_view(got.get(), DType::f32, n, 1),
+                    vector_view(da.get(), DType::f32, n, 2),
+                    vector_view(db.get(), DType::f32, n, 1), scalar);
+    dev.elementwise(op, vector_view(got16.get(), DType::bf16, n, 1),
+                    vector_view(da.get(), DType::f32, n, 2),
+                    vector_view(db.get(), DType::f32, n, 1), scalar);
     EXPECT_EQ(count_differing(got.download(), want), 0u) << "fp32 out";
     EXPECT_EQ(count_differing(got16.download(), want16), 0u) << "bf16 out";
   }

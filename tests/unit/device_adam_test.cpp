@@ -276,16 +276,6 @@ TEST(DeviceAdam, PythonDoubleIsTheConfigsDecimal) {
   EXPECT_EQ(static_cast<float>(python_double(odd)), odd);
 }
 
-// A view of n elements, `stride` apart.
-TensorView strided(const void* p, DType t, std::int64_t n, std::int64_t stride) {
-  TensorView v;
-  v.data = p;
-  v.dtype = t;
-  v.size[kViewDims - 1] = n;
-  v.stride[kViewDims - 1] = stride;
-  return v;
-}
-
 // The formula device.hpp gives op, written out here (x: a, y: b, o: out's old value).
 float formula(ElementwiseOp op, float x, float y, float o, float s) {
   switch (op) {
@@ -326,10 +316,10 @@ TEST(DeviceAdam, EachNewOpIsItsFormula) {
       got16[i] = f32_to_bf16(out0[i]);
       want16[i] = f32_to_bf16(formula(op, a[2 * i], b[i], bf16_to_f32(got16[i]), scalar));
     }
-    const TensorView va = strided(a.data(), DType::f32, n, 2),
-                     vb = strided(b.data(), DType::f32, n, 1);
-    dev.elementwise(op, strided(got.data(), DType::f32, n, 1), va, vb, scalar);
-    dev.elementwise(op, strided(got16.data(), DType::bf16, n, 1), va, vb, scalar);
+    const TensorView va = vector_view(a.data(), DType::f32, n, 2),
+                     vb = vector_view(b.data(), DType::f32, n, 1);
+    dev.elementwise(op, vector_view(got.data(), DType::f32, n, 1), va, vb, scalar);
+    dev.elementwise(op, vector_view(got16.data(), DType::bf16, n, 1), va, vb, scalar);
     EXPECT_EQ(count_differing_bits(got, want), 0u) << "fp32 out";
     std::size_t bad16 = 0;
     for (std::int64_t i = 0; i < n; ++i) bad16 += got16[i].bits != want16[i].bits;
@@ -345,8 +335,8 @@ TEST(DeviceAdam, AddcmulMayReadOutAsA) {
   std::vector<float> v(n), b(n), want(n);
   for (std::int64_t i = 0; i < n; ++i) v[i] = 0.25f * i - 3.0f, b[i] = 1.0f / (i + 1.0f);
   for (std::int64_t i = 0; i < n; ++i) want[i] = v[i] + 0.5f * (v[i] * b[i]);
-  const TensorView vv = strided(v.data(), DType::f32, n, 1);
-  dev.elementwise(ElementwiseOp::addcmul, vv, vv, strided(b.data(), DType::f32, n, 1), 0.5f);
+  const TensorView vv = vector_view(v.data(), DType::f32, n, 1);
+  dev.elementwise(ElementwiseOp::addcmul, vv, vv, vector_view(b.data(), DType::f32, n, 1), 0.5f);
   EXPECT_EQ(count_differing_bits(v, want), 0u);
   const auto past = static_cast<ElementwiseOp>(static_cast<int>(kLastElementwiseOp) + 1);
   EXPECT_EQ(elementwise_problem(past, vv, vv, TensorView{}), "unknown op");
