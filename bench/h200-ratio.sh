@@ -76,7 +76,10 @@ tool_ld=$(tool_env; echo "$LD_LIBRARY_PATH")  # env.sh sets nothing else
 tool_ok=1
 if [ ! -x "$BIN" ]; then
   skip "every tool run: no executable at $BIN (carry build/release or .xfer-pack, or set BIN)"; tool_ok=0
-elif ! env LD_LIBRARY_PATH="$tool_ld" "$BIN" --help 2>&1 | grep -q -- '--offload-ratio'; then
+# The help text into a variable first: under pipefail, grep -q closing the pipe early would make
+# the tool's SIGPIPE fail the check though the flag is there.
+elif ! help_text=$(env LD_LIBRARY_PATH="$tool_ld" "$BIN" --help 2>&1) \
+    || ! grep -q -- '--offload-ratio' <<< "$help_text"; then
   skip "every tool run: $BIN --help names no --offload-ratio (a build before issue 38, or it does not start)"
   tool_ok=0
 fi

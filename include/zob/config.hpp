@@ -117,6 +117,12 @@ struct RunConfig {
   // driver runs every combination and hands each child a config with the lists cleared.
   std::vector<std::int64_t> chunk_elems_sweep;
   std::vector<std::int64_t> sub_group_size_sweep;
+  // --offload-ratio: DeepSpeed's zero_optimization.offload_optimizer.ratio, the fraction of the
+  // sub-groups CPU Adam updates; sub-group i stays on the device (torch's AdamW there) when
+  // i < int((1 - ratio) * sub-groups), as stage3.py decides. --schedule deepspeed only. A comma
+  // list sweeps, as --chunk-elems does (offload_ratio holds the first).
+  double offload_ratio = 1.0;
+  std::vector<double> offload_ratio_sweep;
   int threads = 0;  // CPU Adam threads; 0 = the CPUs this process may use (resolved by the CLI)
   std::uint64_t seed = 42;
   std::string json_path;  // empty: no file
@@ -143,6 +149,10 @@ struct RunConfig {
   DecoderKernels decoder = DecoderKernels::automatic;
   Compat compat = Compat::v1;  // --compat
   bool dry_run = false;        // --dry-run: print the plan and the pre-flight verdict, run nothing
+  // --fit: search the --offload-ratio list (fit_ratios) and the arms for the fastest step that
+  // fits (src/driver/fit_search.cpp), within fit_budget_s seconds of arm runs.
+  bool fit = false;
+  double fit_budget_s = 600;
   bool ablate_register = false;  // --ablate-register (v2): also the pinned-unregistered arm
   // Which of --repeats / --warmup / --steps the command line left to the device: the driver
   // gives them kAcceleratorRounds once the probe has named an accelerator
@@ -155,6 +165,20 @@ struct RunConfig {
   // Tokens one step of the arm trains: every rank trains its own micro-batch (data parallel).
   std::int64_t tokens_per_step() const { return tokens() * (gpus > 1 ? gpus : 1); }
 };
+
+// --offload-ratio was given (below 1, or a list): the reports name each configuration's ratio.
+inline bool ratio_shown(const RunConfig& c) {
+  return c.offload_ratio != 1.0 || !c.offload_ratio_sweep.empty();
+}
+
+// The ratios --fit searches: the --offload-ratio list where one was given (or a single ratio
+// below 1), else kFitRatios.
+inline constexpr double kFitRatios[] = {1.0, 0.75, 0.5, 0.25, 0.0};
+std::vector<double> fit_ratios(const RunConfig& config);
+
+// Every configuration of the sweep (--chunk-elems x --sub-group-size x --offload-ratio lists;
+// one without lists), each with its lists cleared: what one child runs.
+std::vector<RunConfig> sweep_points(const RunConfig& config);
 
 const char* to_string(Arm);
 const char* to_string(DeviceKind);

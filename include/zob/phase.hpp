@@ -22,12 +22,14 @@ enum class Phase {
   host_cast,       // --offload-param: fp32 -> bf16 on the CPU
   all_gather,      // --gpus N: the bf16 parameters of every rank
   reduce_scatter,  // --gpus N: each rank's slice of the summed gradients
+  device_adam,     // --offload-ratio < 1: the device sub-groups' unscale and AdamW on the GPU
 };
 
-inline constexpr Phase kAllPhases[] = {Phase::forward,   Phase::backward,   Phase::grad_offload,
-                                       Phase::grad_norm, Phase::grad_scale, Phase::adam,
-                                       Phase::adam_cast, Phase::copy_back,  Phase::param_fetch,
-                                       Phase::host_cast, Phase::all_gather, Phase::reduce_scatter};
+inline constexpr Phase kAllPhases[] = {Phase::forward,    Phase::backward,   Phase::grad_offload,
+                                       Phase::grad_norm,  Phase::grad_scale, Phase::adam,
+                                       Phase::adam_cast,  Phase::copy_back,  Phase::param_fetch,
+                                       Phase::host_cast,  Phase::all_gather, Phase::reduce_scatter,
+                                       Phase::device_adam};
 
 // The phase's key in StepSample::phases, DRIVERRESULT and the phase table.
 constexpr const char* to_string(Phase p) {
@@ -44,6 +46,7 @@ constexpr const char* to_string(Phase p) {
     case Phase::host_cast: return "host_cast";
     case Phase::all_gather: return "all_gather";
     case Phase::reduce_scatter: return "reduce_scatter";
+    case Phase::device_adam: return "device_adam";
   }
   return "?";
 }

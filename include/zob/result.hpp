@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -230,6 +231,34 @@ struct SweepPoint {
   std::int64_t chunk_elems = 0;
   std::int64_t sub_group_size = 0;
   std::vector<ArmResult> arms;  // in --arms order
+  double offload_ratio = 1.0;
+  // "chunk_elems=N sub_group_size=N[ offload_ratio=R]": the ratio where the run sweeps it or
+  // sets it below 1 (`ratio_shown`), so that a plain sweep's labels read as before.
+  std::string label(bool ratio_shown) const;
+};
+
+// --fit (src/driver/fit_search.cpp): one candidate of the search, an offload ratio and an arm,
+// with what its plan needs and, where it ran, its arm run of each round.
+struct FitCandidate {
+  double offload_ratio = 1.0;
+  Arm arm = Arm::registered;
+  bool baseline = false;  // DeepSpeed's default (ratio 1, pin_memory false: pageable), run always
+  std::int64_t sub_groups = 0, device_sub_groups = 0;  // the plan's optimizer split, one rank
+  std::uint64_t planned_device_bytes = 0;              // one rank's device peak, planned
+  std::uint64_t planned_locked_bytes = 0;  // what one rank mlocks (registered / unregistered)
+  // Why it did not run, or did not run every round: "" when it did; "does not fit: ...",
+  // "same split as ratio R", "cut: ..." (the budget).
+  std::string skipped;
+  std::vector<ArmResult> rounds;  // its arm run of each round, in round order
+};
+
+struct FitSearch {
+  std::vector<FitCandidate> candidates;  // ratio-major in --offload-ratio order, then --arms
+  double budget_s = 0;                   // --fit-budget
+  double spent_s = 0;                    // wall seconds of the arm runs
+  int rounds_planned = 0, rounds_run = 0;
+  // "the budget cut rounds 3-5 of every candidate": what the search left out, in words.
+  std::vector<std::string> cut;
 };
 
 struct RunResult {
@@ -250,6 +279,8 @@ struct RunResult {
   bool has_environment = false;
   HostEnvironment host;
   DeviceInfo device_info;
+  // --fit: the search; the sweep above then holds each ratio that ran with its arms combined.
+  std::optional<FitSearch> fit;
 };
 
 }  // namespace zob

@@ -106,6 +106,8 @@ std::uint64_t parse_bytes_flag(const std::string& flag, const std::string& text,
 // "a,b,c" of whole numbers, each in [min, max] and given once.
 std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text,
                                              std::int64_t min, std::int64_t max);
+// "1,0.5,0.25": numbers from 0 to 1, each given once.
+std::vector<double> parse_fraction_list(const std::string& flag, const std::string& text);
 // "registered,pageable": each a known arm, given once.
 std::vector<Arm> parse_arm_list(const std::string& text);
 

@@ -74,6 +74,9 @@ struct MemoryPlan {
   // --schedule deepspeed with --model: one decoder layer's saved activations, a block of the
   // caching pool from the layer's forward to its backward (0 where they are fixed buffers).
   std::uint64_t layer_activation_bytes = 0;
+  // --schedule deepspeed: DeepSpeed's optimizer sub-groups of one rank, and how many of them
+  // offload_optimizer.ratio keeps on the device (0 and 0 for the other schedules).
+  std::int64_t optimizer_sub_groups = 0, device_sub_groups = 0;
   std::uint64_t host_bytes() const { return host_pinned_bytes + host_pageable_bytes; }
   std::uint64_t host_node_bytes() const { return host_bytes() * static_cast<std::uint64_t>(ranks); }
 };

@@ -143,6 +143,11 @@ CliCommand run_command(const RunOptions& o) {
   cmd.threads_given = o.given("--threads");
   cmd.gpus_given = o.given("--gpus");
   cmd.launcher = parse_launcher(o.value("--launcher"));
+  if (cmd.launcher == CliCommand::Launcher::mpi && c.fit) {
+    throw UsageError(
+        "--fit runs many arm runs in fresh processes, which one mpirun (one arm) cannot: use "
+        "--launcher fork, one node's GPUs (--gpus N)");
+  }
   if (!cmd.threads_given) resolve_default_threads(c);
   c.left_to_device = {!o.given("--repeats"), !o.given("--warmup"), !o.given("--steps")};
   validate_run_config(c);

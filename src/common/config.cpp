@@ -1,14 +1,57 @@
 #include "zob/config.hpp"
 
+#include <fmt/format.h>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "zob/backends.hpp"
 #include "zob/errors.hpp"
+#include "zob/result.hpp"
 #include "zob/settings.hpp"
 
 namespace zob {
+
+std::string SweepPoint::label(bool ratio_shown) const {
+  std::string out = fmt::format("chunk_elems={} sub_group_size={}", chunk_elems, sub_group_size);
+  if (ratio_shown) out += fmt::format(" offload_ratio={:g}", offload_ratio);
+  return out;
+}
+
+std::vector<double> fit_ratios(const RunConfig& config) {
+  if (!config.offload_ratio_sweep.empty()) return config.offload_ratio_sweep;
+  if (config.offload_ratio != 1.0) return {config.offload_ratio};
+  return {std::begin(kFitRatios), std::end(kFitRatios)};
+}
+
+// Chunk-major, then sub-group size, then ratio: the order the reports list them in.
+std::vector<RunConfig> sweep_points(const RunConfig& config) {
+  const std::vector<std::int64_t> chunks = config.chunk_elems_sweep.empty()
+                                               ? std::vector<std::int64_t>{config.chunk_elems}
+                                               : config.chunk_elems_sweep;
+  const std::vector<std::int64_t> groups = config.sub_group_size_sweep.empty()
+                                               ? std::vector<std::int64_t>{config.sub_group_size}
+                                               : config.sub_group_size_sweep;
+  const std::vector<double> ratios = config.offload_ratio_sweep.empty()
+                                         ? std::vector<double>{config.offload_ratio}
+                                         : config.offload_ratio_sweep;
+  std::vector<RunConfig> out;
+  for (std::int64_t chunk : chunks) {
+    for (std::int64_t group : groups) {
+      for (double ratio : ratios) {
+        RunConfig c = config;
+        c.chunk_elems = chunk;
+        c.sub_group_size = group;
+        c.offload_ratio = ratio;
+        c.chunk_elems_sweep.clear();  // a child runs one configuration
+        c.sub_group_size_sweep.clear();
+        c.offload_ratio_sweep.clear();
+        out.push_back(std::move(c));
+      }
+    }
+  }
+  return out;
+}
 
 const char* to_string(Arm arm) {
   switch (arm) {

@@ -37,6 +37,12 @@ void check_range(const std::string& flag, std::int64_t v, std::int64_t min, std:
   }
 }
 
+void check_fraction(const std::string& flag, double v) {
+  if (!(v >= 0.0 && v <= 1.0)) {
+    throw UsageError(fmt::format("{} {} is out of range; give a fraction from 0 to 1", flag, v));
+  }
+}
+
 // Every setting's value against its range; the sweeps' values like their first.
 void check_ranges(const RunConfig& c) {
   for (const Setting& s : settings()) {
@@ -54,6 +60,11 @@ void check_ranges(const RunConfig& c) {
   }
   if (!c.sub_group_size_sweep.empty() && c.sub_group_size_sweep.front() != c.sub_group_size) {
     throw UsageError("--sub-group-size: the sweep's first value must be the configured one");
+  }
+  for (double r : c.offload_ratio_sweep) check_fraction("--offload-ratio", r);
+  check_fraction("--offload-ratio", c.offload_ratio);
+  if (!c.offload_ratio_sweep.empty() && c.offload_ratio_sweep.front() != c.offload_ratio) {
+    throw UsageError("--offload-ratio: the sweep's first value must be the configured one");
   }
   // 0 with several ranks: one thread per CPU of the rank's slice (chosen by each rank).
   const Setting& threads = setting_of_key("threads");
@@ -85,6 +96,27 @@ void check_combinations(const RunConfig& c) {
   if (c.decoder == DecoderKernels::eager && !eager_decoder_applies(c)) {
     throw UsageError(
         "--decoder eager applies to --schedule deepspeed with --model NAME; add both or drop it");
+  }
+  if (ratio_shown(c) && c.schedule != Schedule::deepspeed) {
+    throw UsageError(
+        "--offload-ratio applies to --schedule deepspeed (DeepSpeed's offload_optimizer.ratio); "
+        "stock and overlap update every sub-group on the CPU: drop it or use --schedule "
+        "deepspeed");
+  }
+  if (c.fit && c.schedule != Schedule::deepspeed) {
+    throw UsageError(
+        "--fit searches DeepSpeed's settings (offload_optimizer.ratio, pinning, registration): "
+        "add --schedule deepspeed");
+  }
+  if (c.fit && (!c.chunk_elems_sweep.empty() || !c.sub_group_size_sweep.empty())) {
+    throw UsageError(
+        "--fit searches the offload ratio and the arms at one --chunk-elems and one "
+        "--sub-group-size: give one value of each");
+  }
+  if (c.fit && c.compat == Compat::v2) {
+    throw UsageError(
+        "--fit names the arms as v1 does (registered, unregistered, pageable, "
+        "hostalloc): drop --compat v2");
   }
   std::set<Arm> seen(c.arms.begin(), c.arms.end());
   if (seen.size() != c.arms.size()) {

@@ -130,6 +130,26 @@ std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std:
   return out;
 }
 
+std::vector<double> parse_fraction_list(const std::string& flag, const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& item : split_list(text)) {
+    char* end = nullptr;
+    const double v = item.empty() ? 0.0 : std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !(v >= 0.0 && v <= 1.0)) {
+      throw UsageError(fmt::format(
+          "{} '{}' is not a fraction from 0 to 1; give one or a comma-separated list such as "
+          "1,0.5,0.25",
+          flag, item));
+    }
+    for (double seen : out) {
+      if (seen == v)
+        throw UsageError(fmt::format("{} lists {:g} twice; list each value once", flag, v));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
 std::vector<Arm> parse_arm_list(const std::string& text) {
   std::vector<Arm> arms;
   std::set<std::string> seen;

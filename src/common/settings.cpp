@@ -297,6 +297,18 @@ std::vector<Setting> declare_run() {
           .toggle("--dry-run",
                   "validate, print the plan (parameters, modules, host and device bytes per arm) "
                   "and the pre-flight verdict; allocate nothing (exit 0 fits, 2 refused)"),
+      Decl(member(&RunConfig::fit, "fit"))
+          .toggle("--fit",
+                  "--schedule deepspeed: search the --offload-ratio list (default "
+                  "1,0.75,0.5,0.25,0) and --arms for the fastest step that fits, skipping what "
+                  "the plan says does not fit; prints the DeepSpeed settings of the winner"),
+      Decl(member(&RunConfig::fit_budget_s, "fit_budget_s"))
+          .value("--fit-budget", "SECONDS",
+                 "--fit: the most seconds of arm runs the search may take (what would run past it "
+                 "is cut, and said so; 0 = no limit)",
+                 [](RunConfig& c, const std::string& text) {
+                   c.fit_budget_s = parse_seconds_flag("--fit-budget", text, limits::timeout_s);
+                 }),
       Decl(member(&RunConfig::ablate_register, "ablate_register"))
           .toggle("--ablate-register",
                   "with --compat v2: also the pinned-unregistered arm (as the v2 script's flag)"),
@@ -323,6 +335,17 @@ std::vector<Setting> declare_step() {
           .range(1, limits::elems, 1)
           .workload(),
       Decl(member(&RunConfig::sub_group_size_sweep, "sub_group_size_sweep")),
+      Decl(member(&RunConfig::offload_ratio, "offload_ratio"))
+          .value("--offload-ratio", "R[,R...]",
+                 "--schedule deepspeed: offload_optimizer.ratio, the fraction of the Adam "
+                 "sub-groups updated on the CPU; the rest stay on the device (a comma list sweeps)",
+                 [](RunConfig& c, const std::string& text) {
+                   const std::vector<double> v = parse_fraction_list("--offload-ratio", text);
+                   c.offload_ratio = v.front();
+                   c.offload_ratio_sweep = v.size() > 1 ? v : std::vector<double>{};
+                 })
+          .workload(),
+      Decl(member(&RunConfig::offload_ratio_sweep, "offload_ratio_sweep")),
       Decl(member(&RunConfig::schedule, "schedule"))
           .value("--schedule", "NAME",
                  schedules_default_first() +

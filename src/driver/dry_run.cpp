@@ -12,6 +12,7 @@
 #include "zob/exit_codes.hpp"
 #include "zob/model.hpp"
 #include "zob/preflight.hpp"
+#include "zob/result.hpp"
 #include "zob/step.hpp"
 
 namespace zob {
@@ -72,6 +73,70 @@ nlohmann::ordered_json buffers_json(const MemoryPlan& plan) {
   return out;
 }
 
+// One configuration of a sweep: its plan and whether the pre-flight check passes it.
+struct PointPlan {
+  RunConfig config;
+  MemoryPlan plan;
+  std::string refused;  // empty: fits
+};
+
+std::vector<PointPlan> plan_points(const RunConfig& config, const HostEnvironment& host,
+                                   std::uint64_t device_total_bytes) {
+  std::vector<PointPlan> out;
+  for (RunConfig& point : sweep_points(config)) {
+    PointPlan p{point, plan_memory(point), {}};
+    try {
+      preflight_check(point, p.plan, host, device_total_bytes);
+    } catch (const UsageError& e) {
+      const std::string why = e.what();
+      p.refused = why.rfind("pre-flight: ", 0) == 0 ? why.substr(12) : why;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string point_label(const RunConfig& base, const RunConfig& point) {
+  return SweepPoint{point.chunk_elems, point.sub_group_size, {}, point.offload_ratio}.label(
+      ratio_shown(base));
+}
+
+// A sweep (or --offload-ratio below 1): what each configuration needs, so that a user can see
+// which ratios fit without a GPU.
+std::string points_text(const RunConfig& base, const std::vector<PointPlan>& points) {
+  if (points.size() < 2 && !ratio_shown(base)) return "";
+  std::string out = "per configuration (one rank; locked: the registered/unregistered arms):\n";
+  for (const PointPlan& p : points) {
+    out += fmt::format(
+        "  {}: {} of {} sub-groups on the device, device {}, host locked {}, "
+        "host mapped {}: {}\n",
+        point_label(base, p.config), p.plan.device_sub_groups, p.plan.optimizer_sub_groups,
+        gb(p.plan.device_bytes), gb(p.plan.host_pinned_bytes),
+        gb(p.plan.host_pinned_bytes + p.plan.host_pageable_bytes),
+        p.refused.empty() ? "fits" : "refused: " + p.refused);
+  }
+  return out;
+}
+
+nlohmann::ordered_json points_json(const std::vector<PointPlan>& points) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const PointPlan& p : points) {
+    out.push_back({{"chunk_elems", p.config.chunk_elems},
+                   {"sub_group_size", p.config.sub_group_size},
+                   {"offload_ratio", p.config.offload_ratio},
+                   {"sub_groups", p.plan.optimizer_sub_groups},
+                   {"device_sub_groups", p.plan.device_sub_groups},
+                   {"device_bytes", p.plan.device_bytes},
+                   {"host_pinned_bytes", p.plan.host_pinned_bytes},
+                   {"host_pageable_bytes", p.plan.host_pageable_bytes},
+                   {"host_node_bytes", p.plan.host_node_bytes()},
+                   {"fits", p.refused.empty()},
+                   {"message", p.refused.empty() ? nlohmann::ordered_json(nullptr)
+                                                 : nlohmann::ordered_json(p.refused)}});
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_dry_run(const RunConfig& config, const HostEnvironment& host, const DeviceInfo& device) {
@@ -84,6 +149,18 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
   } catch (const UsageError& e) {
     verdict = e.what();
     ok = false;
+  }
+  // The run refuses a sweep any of whose configurations does not fit (parent.cpp).
+  const std::vector<PointPlan> points = plan_points(config, host, device.total_memory_bytes);
+  // --fit skips what does not fit: its search is refused only when nothing does.
+  const bool some_fit = std::any_of(points.begin(), points.end(),
+                                    [](const PointPlan& p) { return p.refused.empty(); });
+  for (const PointPlan& p : points) {
+    if (config.fit && some_fit) break;
+    if (ok && !p.refused.empty()) {
+      verdict = fmt::format("pre-flight: {} (at {})", p.refused, point_label(config, p.config));
+      ok = false;
+    }
   }
   const std::string reason = verdict.rfind("pre-flight: ", 0) == 0 ? verdict.substr(12) : verdict;
   // With --skip-preflight nothing would be refused: the run goes ahead, so say so and show what
@@ -155,9 +232,15 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
         ops->embedding[0], ops->embedding[1], ops->layer[0], ops->layer[1], ops->head[0],
         ops->head[1]);
   }
+  out += points_text(config, points);
   out += fmt::format("pre-flight: {} (host MemAvailable {}, device {})\n", shown,
                      gb(host.mem_available), gb(device_limit));
-  const std::string would_fit = ok ? "" : what_would_fit(config, host, device.total_memory_bytes);
+  // A sweep whose first configuration fits: the fix is to keep the configurations that do.
+  const bool base_fits = points.empty() || points.front().refused.empty();
+  const std::string would_fit =
+      ok          ? ""
+      : base_fits ? "the configurations above marked fits (drop the others from the lists)"
+                  : what_would_fit(config, host, device.total_memory_bytes);
   if (!ok) out += fmt::format("what would fit: {}\n", would_fit);
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
@@ -178,7 +261,8 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
           {"layer_activation_bytes", plan.layer_activation_bytes},
           {"host_buffers", buffers_json(plan)},
           {"arms", arms},
-          {"device_ops", ops_json}}},
+          {"device_ops", ops_json},
+          {"configurations", points_json(points)}}},
         {"preflight",
          {{"ok", ok},
           {"skipped", config.skip_preflight},

@@ -283,9 +283,10 @@ std::string mpi_launcher_refusal(const MpiRequest& cmd) {
     return "--launcher mpi runs one round; drop --repeats and run mpirun again for another "
            "round (each run is a fresh set of processes)";
   }
-  if (!c.chunk_elems_sweep.empty() || !c.sub_group_size_sweep.empty()) {
-    return "--launcher mpi runs one configuration; give one --chunk-elems and one "
-           "--sub-group-size, one mpirun per configuration";
+  if (!c.chunk_elems_sweep.empty() || !c.sub_group_size_sweep.empty() ||
+      !c.offload_ratio_sweep.empty()) {
+    return "--launcher mpi runs one configuration; give one --chunk-elems, one "
+           "--sub-group-size and one --offload-ratio, one mpirun per configuration";
   }
   return "";
 }

@@ -13,8 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <variant>
 
+#include "driver/arm_runs.hpp"
 #include "driver/driver.hpp"
 #include "driver/dry_run.hpp"
+#include "driver/fit_search.hpp"
 #include "driver/process.hpp"
 #include "driver/test_hooks.hpp"
 #include "report/details.hpp"
@@ -45,6 +47,25 @@ std::string host_name() {
   return buf;
 }
 
+std::string RunProgress::starting(const std::string& label) const {
+  std::string line = fmt::format("arm {}: starting (arm run {} of {}", label, done + 1, total);
+  if (done > 0) {
+    const double each = spent_s / done;
+    line += fmt::format("; about {:.1f} s left in the run at the {:.1f} s an arm run has taken",
+                        each * (total - done), each);
+  }
+  return line + ")";
+}
+
+ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pid,
+                     std::string error) {
+  ArmResult r = workload_result(c, arm, info);
+  r.ok = false;
+  r.error = std::move(error);
+  r.pid = pid;
+  return r;
+}
+
 namespace {
 
 void error_line(const std::string& text) { stderr_line("error: ", text); }
@@ -59,17 +80,6 @@ std::vector<std::string> child_args(const char* mode_flag, const std::string& mo
 }
 
 std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
-
-// The Python-compatible fields of an arm that produced no result, so its DRIVERRESULT entry
-// still names the workload.
-ArmResult failed_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, int pid,
-                     std::string error) {
-  ArmResult r = workload_result(c, arm, info);
-  r.ok = false;
-  r.error = std::move(error);
-  r.pid = pid;
-  return r;
-}
 
 // Turns what a child left behind into an ArmResult; every way of failing gets one line.
 ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, const ChildOutcome& o) {
@@ -121,23 +131,6 @@ ArmResult collect_arm(const RunConfig& c, Arm arm, const DeviceInfo& info, const
   return r;
 }
 
-// The run's arm runs (every configuration, round and arm): how many, how many ran and how
-// long they took, for the estimate of the time left that each arm's start line gives.
-struct RunProgress {
-  int total = 0, done = 0;
-  double spent_s = 0;
-  std::string starting(const std::string& label) const {
-    std::string line = fmt::format("arm {}: starting (arm run {} of {}", label, done + 1, total);
-    if (done > 0) {
-      const double each = spent_s / done;
-      line += fmt::format("; about {:.1f} s left in the run at the {:.1f} s an arm run has taken",
-                          each * (total - done), each);
-    }
-    return line + ")";
-  }
-};
-
-std::vector<RunConfig> sweep_configs(const RunConfig& config);
 std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const DeviceInfo& info,
                                                int& stopped_by, RunProgress& progress);
 
@@ -259,15 +252,14 @@ int resolve_devices(const RunConfig& config, const nlohmann::json& answer, const
 // child per arm, in --arms order; with --repeats R, R such rounds (A B A B ...), so slow
 // drifts of the machine hit every arm alike.
 void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run, int& stopped_by) {
-  const std::vector<RunConfig> points = sweep_configs(resolved);
+  const std::vector<RunConfig> points = sweep_points(resolved);
   RunProgress progress;
   progress.total =
       static_cast<int>(points.size() * resolved.arms.size()) * std::max(resolved.repeats, 1);
   for (const RunConfig& point : points) {
+    const SweepPoint label{point.chunk_elems, point.sub_group_size, {}, point.offload_ratio};
     if (points.size() > 1) {
-      std::fprintf(stderr, "zero3-offload-bench: chunk_elems=%lld sub_group_size=%lld\n",
-                   static_cast<long long>(point.chunk_elems),
-                   static_cast<long long>(point.sub_group_size));
+      std::fprintf(stderr, "zero3-offload-bench: %s\n", label.label(ratio_shown(resolved)).c_str());
     }
     RunResult part;
     part.rounds = run_rounds(point, info, stopped_by, progress);
@@ -276,7 +268,8 @@ void run_sweep(const RunConfig& resolved, const DeviceInfo& info, RunResult& run
       run.rounds = part.rounds;
       run.arms = part.arms;
     }
-    run.sweep.push_back({point.chunk_elems, point.sub_group_size, std::move(part.arms)});
+    run.sweep.push_back(
+        {point.chunk_elems, point.sub_group_size, std::move(part.arms), point.offload_ratio});
   }
   if (run.sweep.size() == 1) run.sweep.clear();  // no sweep: the report is the plain one
   if (stopped_by != 0) run.interrupted = signal_name(stopped_by);
@@ -305,6 +298,27 @@ int report_run(const RunResult& run, int stopped_by) {
   return failed || !v.ok() ? exit_code::arm_failed : exit_code::ok;
 }
 
+namespace {
+
+// Every configuration of the sweep, before any arm runs: the plan changes with the ratio (and
+// the chunk), so the first one fitting says nothing of the others.
+void preflight_points(const RunConfig& config, const HostEnvironment& host,
+                      std::uint64_t device_total_bytes) {
+  const std::vector<RunConfig> points = sweep_points(config);
+  for (const RunConfig& point : points) {
+    try {
+      preflight_check(point, plan_memory(point), host, device_total_bytes);
+    } catch (const UsageError& e) {
+      if (points.size() == 1) throw;
+      const SweepPoint label{point.chunk_elems, point.sub_group_size, {}, point.offload_ratio};
+      throw UsageError(fmt::format("{} (at {}; --dry-run lists what each configuration needs)",
+                                   e.what(), label.label(ratio_shown(config))));
+    }
+  }
+}
+
+}  // namespace
+
 int run_driver(const RunConfig& config) {
   install_driver_signal_handlers();
   RunResult run;
@@ -315,8 +329,9 @@ int run_driver(const RunConfig& config) {
   run.host = collect_host_environment();
   // Pre-flight, host part first (device memory unknown yet): a model the host cannot hold is
   // refused before even the probe runs; the device part follows the probe.
-  if (!config.skip_preflight && !config.dry_run) {
-    preflight_check(config, plan_memory(config), run.host, 0);
+  // --fit plans each candidate itself and skips what does not fit.
+  if (!config.skip_preflight && !config.dry_run && !config.fit) {
+    preflight_points(config, run.host, 0);
   }
 
   const auto probed = probe_device(config);
@@ -327,12 +342,19 @@ int run_driver(const RunConfig& config) {
   if (const int code = resolve_devices(config, answer, info, resolved, run)) return code;
   run.device_info = info;
   run.has_environment = true;
-  if (config.dry_run) return run_dry_run(resolved, run.host, info);
+  if (config.dry_run) {
+    // --fit --dry-run: each ratio the search would try, and whether it fits.
+    RunConfig planned = resolved;
+    if (config.fit) {
+      planned.offload_ratio_sweep = fit_ratios(resolved);
+      planned.offload_ratio = planned.offload_ratio_sweep.front();
+    }
+    return run_dry_run(planned, run.host, info);
+  }
+  if (config.fit) return run_fit(resolved, info, run);
   // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
   // half-way with memory locked.
-  if (!config.skip_preflight) {
-    preflight_check(resolved, plan_memory(resolved), run.host, info.total_memory_bytes);
-  }
+  if (!config.skip_preflight) preflight_points(resolved, run.host, info.total_memory_bytes);
   std::fprintf(stderr, "zero3-offload-bench: device %s (%s); arms:", info.backend.c_str(),
                one_line(info.name).c_str());
   for (Arm a : config.arms) std::fprintf(stderr, " %s", to_string(a));
@@ -344,27 +366,6 @@ int run_driver(const RunConfig& config) {
 }
 
 namespace {
-
-std::vector<RunConfig> sweep_configs(const RunConfig& config) {
-  const std::vector<std::int64_t> chunks = config.chunk_elems_sweep.empty()
-                                               ? std::vector<std::int64_t>{config.chunk_elems}
-                                               : config.chunk_elems_sweep;
-  const std::vector<std::int64_t> groups = config.sub_group_size_sweep.empty()
-                                               ? std::vector<std::int64_t>{config.sub_group_size}
-                                               : config.sub_group_size_sweep;
-  std::vector<RunConfig> out;
-  for (std::int64_t chunk : chunks) {
-    for (std::int64_t group : groups) {
-      RunConfig c = config;
-      c.chunk_elems = chunk;
-      c.sub_group_size = group;
-      c.chunk_elems_sweep.clear();  // a child runs one configuration
-      c.sub_group_size_sweep.clear();
-      out.push_back(std::move(c));
-    }
-  }
-  return out;
-}
 
 // The rounds of one configuration. Once a stop signal has been seen (stopped_by != 0), the
 // remaining arms of the round are reported as not run, and no further round starts.
@@ -383,24 +384,7 @@ std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const 
                                      "not run: interrupted by " + describe_signal(stopped_by)));
         continue;
       }
-      std::fprintf(stderr, "zero3-offload-bench: %s\n", progress.starting(label).c_str());
-      ChildOutcome o;
-      const auto started = std::chrono::steady_clock::now();
-      try {
-        o = run_child(child_args(kChildFlag, to_string(arm), resolved), resolved.timeout_s);
-      } catch (const std::exception& e) {
-        results.push_back(failed_arm(resolved, arm, info, 0,
-                                     std::string("could not start the child: ") + e.what()));
-        continue;
-      }
-      ++progress.done;
-      progress.spent_s +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      ArmResult r = collect_arm(resolved, arm, info, o);
-      if (!r.ok) error_line(fmt::format("arm {}: {}", label, r.error));
-      results.push_back(std::move(r));
-      if (o.stopped_by != 0) stopped_by = o.stopped_by;
-      else if (stop_signal() != 0) stopped_by = stop_signal();
+      results.push_back(run_arm_once(resolved, arm, info, label, progress, stopped_by));
     }
     out.push_back(std::move(results));
   }
@@ -408,5 +392,25 @@ std::vector<std::vector<ArmResult>> run_rounds(const RunConfig& resolved, const 
 }
 
 }  // namespace
+
+ArmResult run_arm_once(const RunConfig& config, Arm arm, const DeviceInfo& info,
+                       const std::string& label, RunProgress& progress, int& stopped_by) {
+  std::fprintf(stderr, "zero3-offload-bench: %s\n", progress.starting(label).c_str());
+  ChildOutcome o;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    o = run_child(child_args(kChildFlag, to_string(arm), config), config.timeout_s);
+  } catch (const std::exception& e) {
+    return failed_arm(config, arm, info, 0, std::string("could not start the child: ") + e.what());
+  }
+  ++progress.done;
+  progress.spent_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ArmResult r = collect_arm(config, arm, info, o);
+  if (!r.ok) error_line(fmt::format("arm {}: {}", label, r.error));
+  if (o.stopped_by != 0) stopped_by = o.stopped_by;
+  else if (stop_signal() != 0) stopped_by = stop_signal();
+  return r;
+}
 
 }  // namespace zob

@@ -143,7 +143,7 @@ void apply_child_fault(Arm arm, int fd) {
     ::_exit(0);
   } else if (kind == "noresult") {
     ::_exit(0);
-  } else if (kind == "perturb" || kind == "probe_low") {
+  } else if (kind == "perturb" || kind == "probe_low" || kind == "slow") {
     return;  // applied to the result, see perturb_result
   } else if (kind == "memlock_taken") {
     // The parent's pre-flight has passed; what this child may lock shrinks now, as when
@@ -166,6 +166,12 @@ void perturb_result(ArmResult& r) {
     r.bound.probe_gb_per_s /= 1000;
     r.bound.host_gb_per_s = r.bound.probe_gb_per_s;
     r.bound.finish_physical(wall[wall.size() / 2], wall.front());
+    return;
+  }
+  if (*kind == "slow") {  // every step three times as long, as an arm on a slower link
+    for (StepSample& s : r.samples) s.wall_s *= 3;
+    r.step_avg_s *= 3;
+    r.step_min_s *= 3;
     return;
   }
   if (*kind != "perturb") return;

@@ -5,7 +5,7 @@
 // in the driver calls getenv for them.
 //
 //   ZOB_TEST_CHILD_FAULT=<arm>:<segv|hang|ignore_sigint|exit|garbage|noresult|perturb|
-//                               memlock_taken|probe_low>
+//                               memlock_taken|probe_low|slow>
 //   ZOB_TEST_RANK_FAULT=<arm>:<rank>:<segv|kill|exit|hang>[:<n>]
 //   ZOB_TEST_MPI_RANK_FAULT=<rank>:<throw|hang>  or  <rank>:<throw|segv|kill|exit|hang>:<n>
 //   ZOB_TEST_SHARE_DEVICE=1
@@ -33,7 +33,8 @@ namespace zob::test_hooks {
 // Applied at the child's entry; returns only where the kind lets the child go on. fd: the result
 // pipe ("garbage" writes half a document there).
 void apply_child_fault(Arm arm, int fd);
-// perturb: 1 ulp added to the loss of the first timed step of an ok result; probe_low: its
+// perturb: 1 ulp added to the loss of the first timed step of an ok result; slow: every step's
+// wall time tripled (a candidate --fit must not pick); probe_low: its
 // physical bound made again from a memory probe that read 1000 times too slow (the median
 // step's wall time for its ratio: odd counts in the tests), as a probe taken while a
 // neighbour held the host memory would.

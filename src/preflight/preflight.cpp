@@ -13,6 +13,12 @@ std::string gb(std::uint64_t bytes) {
   return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9);
 }
 
+// bytes in GB, or in bytes where `other` would print the same: "needs 1.00 GB but allows
+// 1.00 GB" says nothing.
+std::string gb_apart(std::uint64_t bytes, std::uint64_t other) {
+  return gb(bytes) == gb(other) ? fmt::format("{} bytes", bytes) : gb(bytes);
+}
+
 bool arm_locks(Arm arm) { return arm == Arm::registered || arm == Arm::unregistered; }
 
 // "an arm" or "each of the 4 ranks of an arm": whose figure a message gives.
@@ -59,10 +65,16 @@ void preflight_check(const RunConfig& config, const MemoryPlan& plan, const Host
     throw UsageError(fmt::format(
         "pre-flight: {} needs {} of device memory at its peak but {} {}; use a smaller model, "
         "--batch or --seq{}",
-        whose(plan), gb(plan.device_bytes), capped ? "--device-memory allows" : "the device has",
-        gb(limit),
-        config.loop == Loop::copy_back ? ", or --offload-param (parameters fetched per module)"
-                                       : ""));
+        whose(plan), gb_apart(plan.device_bytes, limit),
+        capped ? "--device-memory allows" : "the device has", gb_apart(limit, plan.device_bytes),
+        std::string(config.loop == Loop::copy_back
+                        ? ", or --offload-param (parameters fetched per module)"
+                        : "") +
+            (config.offload_ratio < 1.0
+                 ? fmt::format(", or a higher --offload-ratio than {:g} (fewer sub-groups' "
+                               "optimizer state on the device)",
+                               config.offload_ratio)
+                 : "")));
   }
 }
 

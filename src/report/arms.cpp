@@ -49,6 +49,7 @@ RunResult point_result(const RunResult& run, const SweepPoint& point) {
   r.config = run.config;
   r.config.chunk_elems = point.chunk_elems;
   r.config.sub_group_size = point.sub_group_size;
+  r.config.offload_ratio = point.offload_ratio;
   r.arms = point.arms;
   // The rounds kept in the run are those of the first configuration (the top level's).
   if (run.sweep.empty() || &point == &run.sweep.front()) r.rounds = run.rounds;

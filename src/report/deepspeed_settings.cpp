@@ -41,19 +41,27 @@ const ArmResult* arm_result(const RunResult& run, Arm arm) {
   return nullptr;
 }
 
-// Bytes one process locks: a run's ranks each lock their share of the arm's sum.
-std::uint64_t per_process(const ArmResult& a) {
-  const auto ranks = static_cast<std::uint64_t>(a.gpus > 1 ? a.gpus : 1);
-  return (a.locked_bytes + ranks - 1) / ranks;
-}
-
 std::vector<std::string> config_keys(const RunConfig& c) {
   std::vector<std::string> keys{"zero_optimization.offload_optimizer.pin_memory"};
   if (c.loop == Loop::offload_param) keys.push_back("zero_optimization.offload_param.pin_memory");
   return keys;
 }
 
-std::vector<std::string> lines_for(const RunConfig& c, const ArmSettings& s) {
+// --offload-ratio below 1: the run kept part of the optimizer on the device, and DeepSpeed
+// does so only when told (its default ratio is 1).
+constexpr const char* kRatioKey = "zero_optimization.offload_optimizer.ratio";
+bool keeps_optimizer_on_device(const RunConfig& c) {
+  return c.schedule == Schedule::deepspeed && c.offload_ratio != 1.0;
+}
+
+}  // namespace
+
+std::uint64_t memlock_per_process(const ArmResult& a) {
+  const auto ranks = static_cast<std::uint64_t>(a.gpus > 1 ? a.gpus : 1);
+  return (a.locked_bytes + ranks - 1) / ranks;
+}
+
+std::vector<std::string> settings_lines(const RunConfig& c, const ArmSettings& s) {
   std::vector<std::string> out;
   const std::string arm = arm_key(c, s.arm);
   if (!s.deepspeed_has_it) {
@@ -71,6 +79,9 @@ std::vector<std::string> lines_for(const RunConfig& c, const ArmSettings& s) {
   for (const std::string& key : config_keys(c)) {
     config += fmt::format("{}{}: {}", config.empty() ? "" : ", ", key, s.pin_memory);
   }
+  if (keeps_optimizer_on_device(c)) {
+    config += fmt::format(", {}: {}", kRatioKey, fmt::format("{}", c.offload_ratio));
+  }
   out.push_back("  ds_config " + config);
   if (s.memlock_bytes > 0) {
     out.push_back(fmt::format(
@@ -85,6 +96,8 @@ std::vector<std::string> lines_for(const RunConfig& c, const ArmSettings& s) {
   return out;
 }
 
+namespace {
+
 std::vector<std::string> run_lines(const RunResult& run, ArmSettings* settings) {
   const std::vector<Verdict> vs = verdicts(run);
   const Verdict* v = headline(vs);
@@ -97,8 +110,8 @@ std::vector<std::string> run_lines(const RunResult& run, ArmSettings* settings) 
   const ArmResult* a = arm_result(run, won);
   const std::string device =
       a != nullptr && !a->device.empty() ? a->device : to_string(run.config.device);
-  *settings = deepspeed_settings(won, device, a != nullptr ? per_process(*a) : 0);
-  return lines_for(run.config, *settings);
+  *settings = deepspeed_settings(won, device, a != nullptr ? memlock_per_process(*a) : 0);
+  return settings_lines(run.config, *settings);
 }
 
 }  // namespace
@@ -154,18 +167,24 @@ nlohmann::ordered_json settings_json(const RunResult& run) {
   s.deepspeed_has_it = false;
   const std::vector<std::string> lines = run_lines(run, &s);
   if (lines.empty()) return nullptr;
+  return settings_object(run.config, s, lines);
+}
+
+nlohmann::ordered_json settings_object(const RunConfig& c, const ArmSettings& s,
+                                       const std::vector<std::string>& lines) {
   const bool applicable = !s.device.empty();
   nlohmann::ordered_json env = nlohmann::ordered_json::object();
   for (const auto& [name, value] : s.env) env[name] = value;
   nlohmann::ordered_json config = nlohmann::ordered_json::object();
   if (s.deepspeed_has_it) {
-    for (const std::string& key : config_keys(run.config)) config[key] = s.pin_memory;
+    for (const std::string& key : config_keys(c)) config[key] = s.pin_memory;
+    if (keeps_optimizer_on_device(c)) config[kRatioKey] = c.offload_ratio;
   }
   const auto null_unless = [](bool cond, nlohmann::ordered_json v) {
     return cond ? std::move(v) : nlohmann::ordered_json(nullptr);
   };
-  return {{"arm", null_unless(applicable, arm_key(run.config, s.arm))},
-          {"device", applicable ? s.device : to_string(run.config.device)},
+  return {{"arm", null_unless(applicable, arm_key(c, s.arm))},
+          {"device", applicable ? s.device : to_string(c.device)},
           {"deepspeed_has_it", s.deepspeed_has_it},
           {"deepspeed_version", null_unless(s.deepspeed_has_it, kDeepSpeedVersion)},
           {"env", env},

@@ -27,6 +27,14 @@ struct ArmSettings {
 // The settings for `arm` on `device` ("cuda" or "xpu"); memlock_bytes as given.
 ArmSettings deepspeed_settings(Arm arm, const std::string& device, std::uint64_t memlock_bytes);
 
+// Bytes one process of the arm locked: a run's ranks each lock their share of the arm's sum.
+std::uint64_t memlock_per_process(const ArmResult& a);
+// The lines, and DRIVERRESULT's object, for settings `s` under config `c` (its loop and
+// offload ratio give the ds_config keys): the headline winner's below, and --fit's winner.
+std::vector<std::string> settings_lines(const RunConfig& c, const ArmSettings& s);
+nlohmann::ordered_json settings_object(const RunConfig& c, const ArmSettings& s,
+                                       const std::vector<std::string>& lines);
+
 // The "settings:" lines for the arm that won the run's headline comparison; "" when no
 // comparison completed. On the CPU device one line says there is nothing to set.
 std::string render_settings_lines(const RunResult& run);

@@ -24,6 +24,13 @@ std::size_t timed_start(const ArmResult& r) {
   return std::min(static_cast<std::size_t>(std::max(r.warmup, 0)), r.samples.size());
 }
 
+double json_number(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : -1;
+}
+
+}  // namespace
+
 std::string bytes_text(std::uint64_t b) {
   const double v = static_cast<double>(b);
   if (v >= 1e9) return fmt::format("{:.2f} GB", v / 1e9);
@@ -31,13 +38,6 @@ std::string bytes_text(std::uint64_t b) {
   if (v >= 1e3) return fmt::format("{:.2f} kB", v / 1e3);
   return fmt::format("{} B", b);
 }
-
-double json_number(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : -1;
-}
-
-}  // namespace
 
 ArmResult combine_rounds(const std::vector<const ArmResult*>& runs) {
   if (runs.empty()) return {};

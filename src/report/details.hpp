@@ -17,6 +17,9 @@ namespace zob {
 // Equal bit patterns (a NaN equals itself; 0.0 and -0.0 differ): how arms and rounds compare.
 inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// "1.23 GB", "598.02 kB", "12 B": bytes in the unit that shows them.
+std::string bytes_text(std::uint64_t bytes);
+
 // One arm over all its rounds (all the same arm, round order): the Python-compatible fields
 // (step_avg_s, step_min_s, step times) cover every round's timed steps; samples are the first
 // round's warmup steps followed by every round's timed steps, so timed_step_s() and

@@ -21,11 +21,13 @@ constexpr double kStepPlotHeight = 170;
 constexpr Rgb kInk{0.13, 0.13, 0.13};
 constexpr Rgb kGrey{0.55, 0.55, 0.55};
 
-// Tableau 10, a grey and a light blue: one colour per phase of zob/phase.hpp, in its order.
+// Tableau 10, a grey, a light blue and a light orange: one colour per phase of zob/phase.hpp, in
+// its order.
 constexpr Rgb kPhaseColors[] = {{0.12, 0.47, 0.71}, {1.00, 0.50, 0.05}, {0.17, 0.63, 0.17},
                                 {0.84, 0.15, 0.16}, {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29},
                                 {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}, {0.74, 0.74, 0.13},
-                                {0.09, 0.75, 0.81}, {0.35, 0.35, 0.35}, {0.68, 0.78, 0.91}};
+                                {0.09, 0.75, 0.81}, {0.35, 0.35, 0.35}, {0.68, 0.78, 0.91},
+                                {1.00, 0.73, 0.47}};
 static_assert(std::size(kPhaseColors) >= std::size(kAllPhases), "a colour for every phase");
 // The arms' step lines: dark colours that no phase has, so a line never reads as a phase.
 constexpr Rgb kArmColors[] = {{0.00, 0.00, 0.00}, {0.80, 0.00, 0.47}, {0.00, 0.36, 0.36},

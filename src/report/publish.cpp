@@ -7,6 +7,7 @@
 #include "report/deepspeed_gap.hpp"
 #include "report/deepspeed_settings.hpp"
 #include "report/details.hpp"
+#include "report/fit_report.hpp"
 #include "report/glance.hpp"
 #include "report/json_util.hpp"
 #include "report/output_file.hpp"
@@ -118,11 +119,19 @@ std::vector<std::unique_ptr<Reporter>> run_reporters(const RunConfig& config) {
   std::vector<std::unique_ptr<Reporter>> out;
   out.push_back(std::make_unique<Section>(&render_environment_header));
   out.push_back(compat_table_reporter(config.compat));
-  for (auto* section :
-       {&render_phase_section, &render_phase_bars, &render_rank_section, &render_registration_lines,
-        &render_verdict_lines, &render_settings_lines, &render_not_contained, &render_projection}) {
-    out.push_back(std::make_unique<Section>(section));
-  }
+  // --fit: its table, winner and the winner's settings take the place of the headline's
+  // settings and projection (fit_report.hpp).
+  using Render = std::string (*)(const RunResult&);
+  const std::vector<Render> sections =
+      config.fit ? std::vector<Render>{&render_phase_section, &render_phase_bars,
+                                       &render_rank_section,  &render_registration_lines,
+                                       &render_verdict_lines, &render_not_contained,
+                                       &render_fit_section}
+                 : std::vector<Render>{&render_phase_section, &render_phase_bars,
+                                       &render_rank_section,  &render_registration_lines,
+                                       &render_verdict_lines, &render_settings_lines,
+                                       &render_not_contained, &render_projection};
+  for (Render section : sections) out.push_back(std::make_unique<Section>(section));
   out.push_back(std::make_unique<DriverResultLine>());
   out.push_back(std::make_unique<JsonFile>());
   out.push_back(std::make_unique<CsvFile>());

@@ -9,6 +9,7 @@
 #include "report/deepspeed_gap.hpp"
 #include "report/deepspeed_settings.hpp"
 #include "report/details.hpp"
+#include "report/fit_report.hpp"
 #include "report/json_util.hpp"
 #include "report/verdict.hpp"
 #include "zob/errors.hpp"
@@ -113,8 +114,7 @@ Validation validate_arms(const RunResult& run) {
       const std::string before = v.first_difference;
       validate_arm_list(point.arms, v);
       if (v.first_difference != before && before.empty()) {
-        v.first_difference = fmt::format("chunk_elems={} sub_group_size={}: {}", point.chunk_elems,
-                                         point.sub_group_size, v.first_difference);
+        v.first_difference = point.label(ratio_shown(run.config)) + ": " + v.first_difference;
       }
     }
   }
@@ -191,11 +191,13 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   // and speedup above are those of the first (compatibility).
   nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
   const std::vector<SweepPoint> points =
-      run.sweep.empty() ? std::vector<SweepPoint>{{c.chunk_elems, c.sub_group_size, run.arms}}
-                        : run.sweep;
+      run.sweep.empty()
+          ? std::vector<SweepPoint>{{c.chunk_elems, c.sub_group_size, run.arms, c.offload_ratio}}
+          : run.sweep;
   for (const SweepPoint& point : points) {
     nlohmann::ordered_json e = {{"chunk_elems", point.chunk_elems},
-                                {"sub_group_size", point.sub_group_size}};
+                                {"sub_group_size", point.sub_group_size},
+                                {"offload_ratio", point.offload_ratio}};
     const RunResult part = point_result(run, point);
     // Compact: the top-level arms hold every field of the first configuration; a sweep of
     // many configurations would otherwise repeat them all (16.7 KB for four). Without a sweep
@@ -218,9 +220,10 @@ nlohmann::ordered_json driver_result_json(const RunResult& run) {
   j["registration_applicable"] = registration_applicable(run);
   j["occupancy_check"] = occupancy_check_json(run);
   j["verdicts"] = verdicts_json(run);
-  j["settings"] = settings_json(run);
+  j["settings"] = run.fit ? fit_settings_json(run) : settings_json(run);
   j["not_contained"] = not_contained_json(run.config);
-  j["projection"] = projection_json(run);
+  j["projection"] = run.fit ? nlohmann::ordered_json(nullptr) : projection_json(run);
+  j["fit"] = fit_json(run);
   return j;
 }
 

@@ -56,7 +56,8 @@ inline constexpr const char* kWorkloadKeys[] = {"model",
                                                 "gpus",
                                                 "schedule",
                                                 "decoder",
-                                                "device_memory_bytes"};
+                                                "device_memory_bytes",
+                                                "offload_ratio"};
 inline constexpr const char* kWorkloadDerivedKeys[] = {"model", "architecture", "tokens_per_step",
                                                        "params", "decoder"};
 nlohmann::ordered_json workload_json(const RunConfig& config);

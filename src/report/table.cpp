@@ -22,8 +22,7 @@ class TablePrinter : public Reporter {
     for (std::size_t i = 0; i < run.sweep.size(); ++i) {
       const SweepPoint& point = run.sweep[i];
       if (i > 0) out += "\n";
-      out += fmt::format("chunk_elems={} sub_group_size={}\n", point.chunk_elems,
-                         point.sub_group_size);
+      out += point.label(ratio_shown(run.config)) + "\n";
       out += arms_table(point_result(run, point));
     }
     return out;

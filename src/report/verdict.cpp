@@ -189,8 +189,7 @@ std::string render_verdict_lines(const RunResult& run) {
   }
   for (const SweepPoint& point : run.sweep) {
     for (const Verdict& v : verdicts(point_result(run, point))) {
-      out += fmt::format("verdict (chunk_elems={} sub_group_size={}): {}\n", point.chunk_elems,
-                         point.sub_group_size, v.text);
+      out += "verdict (" + point.label(ratio_shown(run.config)) + "): " + v.text + "\n";
     }
   }
   return out;

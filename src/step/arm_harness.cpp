@@ -50,10 +50,12 @@ void ArmMemoryProbe::start(float* master, const float* grads, float* exp_avg, fl
   // the full arrays in the same process (results/h200/2026-12-02-host-memory), a bound the
   // step's streams can never reach.
   n_ = std::min<std::int64_t>(params, std::int64_t{1} << 28);
+  params_ = params;
   pool_ = &pool;
   comm_ = &comm;
   pass_s_.clear();
   if (comm.size() > 1) comm.barrier();
+  if (n_ == 0) return;  // no CPU Adam (offload_optimizer.ratio 0): nothing to probe
   memory_probe_pass_s(p_, g_, m_, v_, n_, pool);  // warm-up: pages, caches, thread wake-up
   for (int i = 0; i < 5; ++i) pass_s_.push_back(memory_probe_pass_s(p_, g_, m_, v_, n_, pool));
 }
@@ -61,11 +63,12 @@ void ArmMemoryProbe::start(float* master, const float* grads, float* exp_avg, fl
 void ArmMemoryProbe::pass() {
   if (pool_ == nullptr) throw std::logic_error("ArmMemoryProbe::pass before start");
   if (comm_->size() > 1) comm_->barrier();
+  if (n_ == 0) return;
   pass_s_.push_back(memory_probe_pass_s(p_, g_, m_, v_, n_, *pool_));
 }
 
 double ArmMemoryProbe::gb_per_s() const {
-  return pass_s_.empty() ? 0 : static_cast<double>(n_) * 28.0 / median(pass_s_) / 1e9;
+  return pass_s_.empty() || n_ == 0 ? 0 : static_cast<double>(n_) * 28.0 / median(pass_s_) / 1e9;
 }
 
 std::unique_ptr<ThreadPool> make_rank_pool(const RunConfig& c, Arm arm, const Device& dev,

@@ -84,7 +84,9 @@ class ArmMemoryProbe {
   void start(float* master, const float* grads, float* exp_avg, float* exp_avg_sq,
              std::int64_t params, ThreadPool& pool, Collectives& comm);
   void pass();
-  double gb_per_s() const;
+  double gb_per_s() const;  // 0 with no CPU optimizer elements (offload_optimizer.ratio 0)
+  // The elements the CPU's Adam updates each step (start's params): the bound's Adam pass.
+  std::int64_t params() const { return params_; }
   int passes() const { return static_cast<int>(pass_s_.size()); }
 
  private:
@@ -92,7 +94,7 @@ class ArmMemoryProbe {
   const float* g_ = nullptr;
   float* m_ = nullptr;
   float* v_ = nullptr;
-  std::int64_t n_ = 0;
+  std::int64_t n_ = 0, params_ = 0;
   ThreadPool* pool_ = nullptr;
   Collectives* comm_ = nullptr;
   std::vector<double> pass_s_;
@@ -131,7 +133,7 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
     }
     return s;
   });
-  r.bound = step_bound(r, links, runner.memory_probe().gb_per_s(), runner.total());
+  r.bound = step_bound(r, links, runner.memory_probe().gb_per_s(), runner.memory_probe().params());
   r.bound.probe_passes = runner.memory_probe().passes();
   if constexpr (requires { runner.device_ops(); }) r.device_ops = runner.device_ops();
   finish_arm_result(r, device, runner.master(), runner.total());

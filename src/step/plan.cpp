@@ -194,6 +194,7 @@ MemoryPlan plan_memory(const RunConfig& config, int ranks_on_node) {
     if (b.pinned) plan.hostalloc_pinned_bytes += caching_host_allocation(b.bytes);
   }
   plan.device_bytes = step_detail::device_sizes(config, layout, ranks).total();
+  schedule.plan_sub_groups(config, plan.optimizer_sub_groups, plan.device_sub_groups);
   if (config.model.decoder())
     plan.layer_activation_bytes = step_detail::decoder_sizes(config).layer_block;
   return plan;

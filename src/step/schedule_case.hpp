@@ -35,6 +35,12 @@ class ScheduleCase {
   // into the buffers its arm allocates.
   virtual void plan_host(const RunConfig& config, std::uint64_t params,
                          std::vector<PlannedHostBuffer>& buffers) const = 0;
+  // The optimizer's sub-groups of one rank and how many of them stay on the device
+  // (MemoryPlan::optimizer_sub_groups / device_sub_groups); 0 and 0 where the case has none.
+  virtual void plan_sub_groups(const RunConfig&, std::int64_t& groups,
+                               std::int64_t& on_device) const {
+    groups = on_device = 0;
+  }
   // The parameters one rank of `ranks` holds on the host (padding included): ShardLayout's.
   virtual std::uint64_t rank_params(const RunConfig& config, const ModelLayout& layout,
                                     int ranks) const;

@@ -46,11 +46,14 @@ struct DeviceSizes {
   std::uint64_t decoder = 0;
   // --schedule deepspeed with N > 1 ranks: DsRankBuffers (deepspeed/deepspeed_runner.hpp).
   std::uint64_t deepspeed_ranks = 0;
+  // --schedule deepspeed with --offload-ratio < 1: the device sub-groups' fp32 master,
+  // gradient, exp_avg and exp_avg_sq (4 pool blocks of 4 B/param each per sub-group).
+  std::uint64_t device_optimizer = 0;
 
   std::uint64_t total() const {
     return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + hidden +
            pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + reduce_bucket +
-           persistent + deepspeed_step + shard_stage + decoder + deepspeed_ranks;
+           persistent + deepspeed_step + shard_stage + decoder + deepspeed_ranks + device_optimizer;
   }
 };
 

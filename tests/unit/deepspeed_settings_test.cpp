@@ -146,6 +146,26 @@ TEST(DeepSpeedSettings, TheLinesFollowTheArmThatWonTheLoopAndTheLockedBytes) {
             0u);
 }
 
+// Issue 38: a deepspeed run with part of the optimizer on the device (--offload-ratio below 1)
+// gives DeepSpeed's ratio key with the pin_memory ones; ratio 1 (DeepSpeed's default) and the
+// what-if schedules, which have no ratio, do not.
+TEST(DeepSpeedSettings, APartialOffloadRunNamesTheRatioKey) {
+  zob::RunResult run = run_of("cuda", Arm::registered, Arm::unregistered, 1 << 20);
+  run.config.schedule = zob::Schedule::deepspeed;
+  const std::string key = "zero_optimization.offload_optimizer.ratio";
+  EXPECT_FALSE(zob::settings_json(run).at("ds_config").contains(key));
+  EXPECT_EQ(zob::render_settings_lines(run).find(key), std::string::npos);
+  run.config.offload_ratio = 0.25;
+  EXPECT_EQ(zob::settings_json(run).at("ds_config").at(key), 0.25);
+  EXPECT_NE(
+      zob::render_settings_lines(run).find(
+          "ds_config zero_optimization.offload_optimizer.pin_memory: true, " + key + ": 0.25\n"),
+      std::string::npos)
+      << zob::render_settings_lines(run);
+  run.config.schedule = zob::Schedule::stock;
+  EXPECT_FALSE(zob::settings_json(run).at("ds_config").contains(key));
+}
+
 TEST(DeepSpeedSettings, TheCpuDeviceGetsOneLineAndNoArm) {
   const auto run = run_of("cpu", Arm::registered, Arm::unregistered, 100);
   const std::string text = zob::render_settings_lines(run);

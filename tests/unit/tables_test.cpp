@@ -131,6 +131,8 @@ zob::RunConfig changed_config() {
   c.ablate_register = true, c.decoder = zob::DecoderKernels::eager;
   c.deepspeed_step_s = 3.25, c.deepspeed_arm = zob::Arm::registered;
   c.device_memory_bytes = 24'000'000'000;
+  c.offload_ratio = 0.5, c.offload_ratio_sweep = {0.5, 0.25};
+  c.fit = true, c.fit_budget_s = 90;
   return c;
 }
 

@@ -157,9 +157,16 @@ void DeepSpeedRunner::flush_tensor_copies(int id, const bf16* grad_bf16, const f
   mem_.deallocate_after(norm_view, Queue::d2h);
   auto* f32 = static_cast<float*>(mem_.allocate_on(Queue::d2h, 4 * n));
   dev_.cast_bf16_to_f32(back, f32, count, Queue::d2h);
-  copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
-       grads_.as<float>() + parts_.offset[static_cast<std::size_t>(id)],
-       grad_f32 != nullptr ? grad_f32 : f32, 4 * n);
+  // fp32_partitioned_groups_flat[i].grad.narrow(...).copy_(grad_buffer.float()): to the host
+  // for the CPU's sub-groups, a device-to-device copy for the device's (offload_optimizer.ratio).
+  const std::int64_t at = parts_.offset[static_cast<std::size_t>(id)];
+  const float* src = grad_f32 != nullptr ? grad_f32 : f32;
+  if (at < groups_.cpu_begin) {
+    dev_.copy_on_device(Queue::d2h, device_grad_at(at), src, 4 * n);
+  } else {
+    copy(flush_copies_, Queue::d2h, "d2h", "grad_fp32:" + t.name, false,
+         grads_.as<float>() + (at - groups_.cpu_begin), src, 4 * n);
+  }
   mem_.deallocate_after(f32, Queue::d2h);
   mem_.deallocate_after(back, Queue::d2h);
 }

@@ -242,7 +242,7 @@ std::int64_t DeepSpeedRunner::fetched_partition_elements() const {
 }
 
 std::vector<float> DeepSpeedRunner::module_shard_of_master() {
-  const float* master = master_.as<float>();
+  const float* master = this->master();  // the device sub-groups' part read back
   if (!sharded()) return {master, master + parts_.total};
   // Tensor by tensor (at most one tensor gathered at a time): every rank's partitions of it,
   // back to back, are the tensor (its padding last); this rank keeps what falls in its

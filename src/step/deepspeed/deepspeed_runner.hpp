@@ -44,6 +44,20 @@ struct DsPartitions {
   std::vector<std::int64_t> rank_elems(const DeepSpeedPlan& plan) const;
 };
 
+// DeepSpeed's optimizer sub-groups of this rank's arrays (stage3.py _create_fp16_sub_groups,
+// deepspeed_optimizer.cpp): whole tensors, each sub-group closed at >= sub_group_size elements;
+// the first `on_device` of them stay on the device (offload_optimizer.ratio < 1), the CPU's
+// part begins at cpu_begin; copy-back pieces (the copy_back loop) count the CPU's sub-groups.
+struct DsSubGroups {
+  std::vector<SubGroup> groups;
+  std::size_t on_device = 0;
+  std::int64_t cpu_begin = 0;
+  std::int64_t pieces = 0;
+};
+DsSubGroups ds_sub_groups(const DeepSpeedPlan& plan, const DsPartitions& parts, const RunConfig& c);
+// stage3.py's subgroup_to_device: sub-group i is the device's when i < int((1 - ratio) * groups).
+std::size_t ds_device_sub_groups(std::size_t groups, double ratio);
+
 // The device buffers N > 1 adds to the one-rank schedule's, in bytes.
 struct DsRankBuffers {
   std::uint64_t partitions = 0;   // copy_back: the rank's bf16 partitions
@@ -67,7 +81,7 @@ struct TimedCopies {
 // Host seconds per phase within one step.
 struct HostTimes {
   double forward = 0, backward = 0, fetch_wait = 0, flush = 0, grad_wait = 0, norm = 0;
-  double scale = 0, adam = 0, cast = 0, copy_back = 0, gather = 0;
+  double scale = 0, adam = 0, cast = 0, copy_back = 0, gather = 0, device_adam = 0;
 };
 
 class DeepSpeedRunner {
@@ -80,7 +94,8 @@ class DeepSpeedRunner {
   // the synthetic model).
   const std::vector<ModuleDeviceOps>& device_ops() const { return device_ops_; }
   StepSample run_step(int t);
-  const float* master() const { return master_.as<float>(); }
+  // This rank's fp32 master, its device sub-groups' part read back (offload_optimizer.ratio < 1).
+  const float* master();
   std::int64_t total() const { return parts_.total; }  // this rank's elements
   // The final master as the stock schedule's ranks hold it (their ShardLayout shard), so
   // param_checksum compares across schedules: for N = 1 the master itself; for N > 1 every
@@ -92,8 +107,11 @@ class DeepSpeedRunner {
            pbf16_.register_seconds() + partitions_.register_seconds();
   }
   // The buffer whose registration stands for the arm's: the fp32 gradients, pinned in every
-  // loop (the master is plain memory under offload_param).
-  const HostBuffer& master_buffer() const { return grads_; }
+  // loop (the master is plain memory under offload_param); with every sub-group on the device
+  // (ratio 0), the bf16 gradient partition.
+  const HostBuffer& master_buffer() const {
+    return grads_.data() != nullptr ? grads_ : grads_bf16_;
+  }
   // Every host buffer of the arm, for the check of what the driver reports registered.
   std::vector<const HostBuffer*> host_buffers() const {
     return {&master_, &grads_, &grads_bf16_, &exp_avg_, &exp_avg_sq_, &pbf16_, &partitions_};
@@ -159,6 +177,18 @@ class DeepSpeedRunner {
   void flush(const DsFlush& f);
   void read_norm();
   void optimizer(int t, StepSample& s, Clock::time_point t0);
+  void host_optimizer(std::size_t gi, int t, StepSample& s, Clock::time_point t0);
+  void device_optimizer(std::size_t gi, int t, StepSample& s, Clock::time_point t0);
+  // offload_optimizer.ratio < 1 (deepspeed_optimizer.cpp): the device sub-groups' state, its
+  // initial master, the fp32 gradient slot of element `at` of this rank's arrays.
+  void allocate_device_optimizer();
+  void init_device_masters();
+  void initial_rank_range(std::int64_t lo, std::int64_t hi, float* dst) const;
+  float* device_grad_at(std::int64_t at);
+  // The copy_back loop's resident bf16 parameters (N > 1: this rank's partitions).
+  bf16* device_params() const { return sharded() ? part_dev_.as<bf16>() : params_.as<bf16>(); }
+  std::int64_t cpu_elems() const { return parts_.total - groups_.cpu_begin; }
+  std::int64_t device_elems() const { return groups_.cpu_begin; }
   void gather_persistent();
   void report(StepSample& s);
   void report_collectives(StepSample& s);
@@ -187,13 +217,20 @@ class DeepSpeedRunner {
   DeepSpeedPlan plan_;
   DeepSpeedKnobs knobs_;
   DsPartitions parts_;
-  std::vector<SubGroup> sub_groups_;
-  std::int64_t pieces_ = 0;
+  DsSubGroups groups_;
+  struct DeviceSubGroup {
+    DeviceBuffer master, grad, exp_avg, exp_avg_sq;  // fp32
+  };
+  std::vector<DeviceSubGroup> device_opt_;
+  Events device_adam_start_, device_adam_end_, reassign_done_;
+  std::vector<float> full_master_;  // master(): host and device parts together
   std::unique_ptr<ThreadPool> pool_;
   ThreadPlacement placement_;
   std::vector<std::vector<int>> grads_of_module_;  // backward hook order, per module
   std::vector<std::vector<bool>> flush_of_module_;
 
+  // master_, grads_, exp_avg_ and exp_avg_sq_ hold the CPU's sub-groups only: element `at` of
+  // this rank's arrays is at `at - groups_.cpu_begin` (empty when every sub-group is the device's).
   HostBuffer master_, grads_, grads_bf16_, exp_avg_, exp_avg_sq_, pbf16_;
   // offload_param: the per-parameter bf16 partitions partition_parameters.py pins at partition
   // time (ds_tensor); the flat buffer (pbf16_) takes over and they are never read again, but

@@ -22,6 +22,7 @@
 #include "step/decoder/module_math.hpp"
 #include "step/deepspeed/deepspeed_plan.hpp"
 #include "step/deepspeed/deepspeed_runner.hpp"
+#include "step/device_adam.hpp"
 #include "step/device_buffer.hpp"
 #include "step/step_internal.hpp"
 #include "zob/adam.hpp"
@@ -53,10 +54,11 @@ void DeepSpeedRunner::setup() {
         fmt::format("the host communicator is rank {} of {}, the device one rank {} of {}",
                     comm_->rank(), comm_->size(), data_->rank(), data_->size()));
   }
-  sub_groups_ = split_sub_groups(cfg_, parts_.total, &pieces_);
+  groups_ = ds_sub_groups(plan_, parts_, cfg_);
   make_pool();
   allocate_host();
   allocate_device();
+  allocate_device_optimizer();
   grads_of_module_.assign(static_cast<std::size_t>(modules()), {});
   flush_of_module_.assign(static_cast<std::size_t>(modules()), {});
   for (const DsVisit& v : plan_.visits) {
@@ -71,11 +73,14 @@ void DeepSpeedRunner::setup() {
   // persistent tensors on the device (the previous step's _post_step); copy_back - every
   // parameter on the device (N > 1: the rank's partitions there, the persistent tensors
   // gathered, the rest gathered as the trace uses them).
+  init_device_masters();
+  const std::int64_t cpu = groups_.cpu_begin;
   if (offload()) {
-    cast_f32_to_bf16_host(master_.as<float>(), partitions_.data(), parts_.total, *pool_);
-    cast_f32_to_bf16_host(master_.as<float>(), pbf16_.data(), parts_.total, *pool_);
+    cast_f32_to_bf16_host(master_.as<float>(), partitions_.as<bf16>() + cpu, cpu_elems(), *pool_);
+    cast_f32_to_bf16_host(master_.as<float>(), pbf16_.as<bf16>() + cpu, cpu_elems(), *pool_);
   } else {
-    for (const SubGroup& sg : sub_groups_) copy_back_sub_group(sg);
+    for (std::size_t g = groups_.on_device; g < groups_.groups.size(); ++g)
+      copy_back_sub_group(groups_.groups[g]);
   }
   gather_persistent();
   dev_.synchronize();
@@ -86,41 +91,32 @@ void DeepSpeedRunner::setup() {
 void DeepSpeedRunner::make_pool() { pool_ = make_rank_pool(cfg_, arm_, dev_, *comm_, &placement_); }
 
 void DeepSpeedRunner::allocate_host() {
-  const std::int64_t P = parts_.total;
+  const std::int64_t P = parts_.total, C = cpu_elems();
   const HostMemoryMode pinned = pinned_mode_for(arm_);
-  const auto P2 = static_cast<std::size_t>(P) * 2, P4 = P2 * 2;
+  const auto P2 = static_cast<std::size_t>(P) * 2, C4 = static_cast<std::size_t>(C) * 4;
   // DeepSpeed's fp32 master is plain memory in both loops (stage3.py's .to(cpu).clone().float()):
   // its pin accounting holds no fp32 master under offload_param (the profile's 53 locked
   // buffers) nor in the copy-back loop, where the copy back reads it from pageable memory (2
   // locked buffers, fp32 gradients and the bf16 gradient partition, 6 B/param:
-  // results/h200/2026-12-04-memory-sdpa/call2/ds-qwen05-b4-s128-cb.txt).
-  master_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "fp32 master", pool_.get());
-  grads_ = HostBuffer(P4, pinned, &dev_, "fp32 gradients", pool_.get());
+  // results/h200/2026-12-04-memory-sdpa/call2/ds-qwen05-b4-s128-cb.txt). The fp32 arrays hold
+  // the CPU's sub-groups only: a device sub-group's pinned gradient buffer is moved to the
+  // device at initialisation and freed (initialize_optimizer_states).
+  if (C > 0) {
+    master_ = HostBuffer(C4, HostMemoryMode::pageable, &dev_, "fp32 master", pool_.get());
+    grads_ = HostBuffer(C4, pinned, &dev_, "fp32 gradients", pool_.get());
+  }
   grads_bf16_ = HostBuffer(P2, pinned, &dev_, "bf16 gradient partition", pool_.get());
-  exp_avg_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
-  exp_avg_sq_ = HostBuffer(P4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
+  if (C > 0) {
+    exp_avg_ = HostBuffer(C4, HostMemoryMode::pageable, &dev_, "Adam exp_avg", pool_.get());
+    exp_avg_sq_ = HostBuffer(C4, HostMemoryMode::pageable, &dev_, "Adam exp_avg_sq", pool_.get());
+  }
   if (offload()) {
     pbf16_ = HostBuffer(P2, pinned, &dev_, "bf16 parameters", pool_.get());
     partitions_ = HostBuffer(P2, pinned, &dev_, "bf16 per-parameter partitions", pool_.get());
   }
   probe_.start(master_.as<float>(), grads_.as<float>(), exp_avg_.as<float>(),
-               exp_avg_sq_.as<float>(), P, *pool_, *comm_);
-  if (!sharded()) {
-    initial_parameters_range(layout_, cfg_.seed, 0, layout_.total, master_.as<float>(),
-                             pool_.get());
-    return;
-  }
-  // Rank r makes only its partition of every tensor, the padding zero (Adam keeps it zero:
-  // the rank never offloads a gradient into it).
-  float* master = master_.as<float>();
-  std::fill(master, master + P, 0.0f);
-  for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
-    const DsTensor& t = plan_.tensors[id];
-    const std::int64_t from = t.offset + parts_.rank * parts_.part[id];
-    const std::int64_t n = parts_.real(t, static_cast<int>(id), parts_.rank);
-    initial_parameters_range(layout_, cfg_.seed, from, from + n, master + parts_.offset[id],
-                             pool_.get());
-  }
+               exp_avg_sq_.as<float>(), C, *pool_, *comm_);
+  if (C > 0) initial_rank_range(groups_.cpu_begin, P, master_.as<float>());
 }
 
 void DeepSpeedRunner::allocate_device() {
@@ -192,9 +188,9 @@ void DeepSpeedRunner::counted_math(std::int64_t j, bool forward, const std::func
 // Adam's result back to the device for one sub-group: the fp32 H2D copy and cast into the
 // bf16 parameters (N > 1: into the rank's partitions, which the next fetches all-gather).
 void DeepSpeedRunner::copy_back_sub_group(const SubGroup& sg) {
-  bf16* dst = sharded() ? part_dev_.as<bf16>() : params_.as<bf16>();
-  copy_back_range(dev_, master_.as<float>(), dst, copy_temp_.as<float>(), sg.begin, sg.end,
-                  cfg_.chunk_elems, sg.first_piece,
+  const std::int64_t cpu = groups_.cpu_begin;  // the host master starts at the CPU's part
+  copy_back_range(dev_, master_.as<float>(), device_params() + cpu, copy_temp_.as<float>(),
+                  sg.begin - cpu, sg.end - cpu, cfg_.chunk_elems, sg.first_piece,
                   {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
 }
 
@@ -218,8 +214,11 @@ void DeepSpeedRunner::create_events() {
   fetches_.end = make_events(dev_, fetch_copies);
   flush_copies_.start = make_events(dev_, 3 * flushed);
   flush_copies_.end = make_events(dev_, 3 * flushed);
+  device_adam_start_ = make_events(dev_, groups_.on_device);
+  device_adam_end_ = make_events(dev_, groups_.on_device);
+  reassign_done_ = make_events(dev_, groups_.on_device);
   if (!offload()) {
-    const auto np = static_cast<std::size_t>(pieces_);
+    const auto np = static_cast<std::size_t>(groups_.pieces);
     cb_copy_start_ = make_events(dev_, np);
     cb_copy_end_ = make_events(dev_, np);
     cb_cast_start_ = make_events(dev_, np);
@@ -415,41 +414,6 @@ void DeepSpeedRunner::read_norm() {
   host_.norm = seconds_between(t0, Clock::now());
 }
 
-void DeepSpeedRunner::optimizer(int t, StepSample& s, Clock::time_point t0) {
-  const AdamHyper hyper;
-  for (std::size_t gi = 0; gi < sub_groups_.size(); ++gi) {
-    const SubGroup& sg = sub_groups_[gi];
-    const std::int64_t n = sg.end - sg.begin;
-    phase_ = Phase::grad_scale;
-    const auto ts = Clock::now();
-    scale_host(grads_.as<float>() + sg.begin, n, 1.0f, *pool_);  // 1 / loss_scale, bf16: 1
-    phase_ = Phase::adam;
-    const auto ta = Clock::now();
-    adam_step(master_.as<float>() + sg.begin, grads_.as<float>() + sg.begin,
-              exp_avg_.as<float>() + sg.begin, exp_avg_sq_.as<float>() + sg.begin, n, t, hyper,
-              *pool_);
-    phase_ = offload() ? Phase::host_cast : Phase::copy_back;
-    const auto tc = Clock::now();
-    if (offload()) {
-      cast_f32_to_bf16_host(master_.as<float>() + sg.begin, pbf16_.as<bf16>() + sg.begin, n,
-                            *pool_);
-    } else {
-      copy_back_sub_group(sg);
-    }
-    const auto te = Clock::now();
-    host_.scale += seconds_between(ts, ta);
-    host_.adam += seconds_between(ta, tc);
-    (offload() ? host_.cast : host_.copy_back) += seconds_between(tc, te);
-    const std::string tag = fmt::format("[{}]", gi);
-    s.spans.push_back(
-        {"cpu_adam", "grad_scale" + tag, seconds_between(t0, ts), seconds_between(ts, ta)});
-    s.spans.push_back({"cpu_adam", "adam" + tag, seconds_between(t0, ta), seconds_between(ta, tc)});
-    if (offload())
-      s.spans.push_back(
-          {"cpu_adam", "host_cast" + tag, seconds_between(t0, tc), seconds_between(tc, te)});
-  }
-}
-
 // _post_step: the persistent tensors, released at the start of the step, are gathered again:
 // one copy each on the compute stream, then the host synchronises it.
 void DeepSpeedRunner::gather_persistent() {
@@ -540,27 +504,40 @@ void DeepSpeedRunner::report(StepSample& s) {
   for (std::size_t k = 0; k < plan_.flushes.size(); ++k)
     flush_device += dur(flush_start_[k], flush_end_[k]);
   copies(flush_copies_);
-  // 6 B/param leave the device (bf16 + fp32) and 2 B/param come back (the bf16 round trip).
-  phase(Phase::grad_offload, host_.flush + host_.grad_wait, flush_device, 8 * P, S);
+  // The CPU's sub-groups (C of the S elements; D on the device): 6 B/param leave the device
+  // (bf16 + fp32) and 2 B/param come back (the bf16 round trip); the device's sub-groups make
+  // the same bf16 round trip, their fp32 copy staying on the device.
+  const auto C = static_cast<std::uint64_t>(cpu_elems()), D = P - C;
+  phase(Phase::grad_offload, host_.flush + host_.grad_wait, flush_device, 8 * C + 4 * D, S);
   phase(Phase::grad_norm, host_.norm, -1, 8 + 4 * (kNormReads - 1) + 4 * kNormWrites, 0);
-  phase(Phase::grad_scale, host_.scale, -1, 8 * P, S);
-  phase(Phase::adam, host_.adam, -1, 28 * P, S);
+  if (C > 0) {
+    phase(Phase::grad_scale, host_.scale, -1, 8 * C, cpu_elems());
+    phase(Phase::adam, host_.adam, -1, 28 * C, cpu_elems());
+  }
+  if (D > 0) {  // the unscale (8 B/param) and torch's AdamW (device_adam.hpp)
+    double device_adam = 0;
+    for (std::size_t g = 0; g < groups_.on_device; ++g)
+      device_adam += dur(device_adam_start_[g], device_adam_end_[g]);
+    phase(Phase::device_adam, host_.device_adam, device_adam,
+          8 * D + device_adamw_bytes(device_elems(), AdamHyper{}), device_elems());
+  }
   if (sharded()) report_collectives(s);
   if (offload()) {
     const double fetch_device = copies(fetches_);
     const std::int64_t fetched = fetched_partition_elements();
     phase(Phase::param_fetch, host_.fetch_wait + host_.gather, fetch_device,
           2 * static_cast<std::uint64_t>(fetched), fetched);
-    phase(Phase::host_cast, host_.cast, -1, 6 * P, S);
+    // The CPU's cast reads fp32 and writes bf16; the device part's reassign adds its fp32 D2H.
+    phase(Phase::host_cast, host_.cast, -1, 6 * C + 10 * D, S);
   } else {
     double cb_device = 0;
-    for (std::int64_t p = 0; p < pieces_; ++p) {
+    for (std::int64_t p = 0; p < groups_.pieces; ++p) {
       cb_device += dur(cb_copy_start_[p], cb_cast_end_[p]);
       link_.h2d_s += dur(cb_copy_start_[p], cb_copy_end_[p]);
       s.spans.push_back({"h2d", "copy_back[" + std::to_string(p) + "]", rel(cb_copy_start_[p]),
                          dur(cb_copy_start_[p], cb_copy_end_[p])});
     }
-    phase(Phase::copy_back, host_.copy_back, cb_device, 4 * P, S);
+    phase(Phase::copy_back, host_.copy_back, cb_device, 4 * C, S);
   }
 }
 

@@ -38,22 +38,68 @@ class DeepSpeedCase final : public ScheduleCase {
     const std::uint64_t layer_block = c.model.decoder() ? decoder_sizes(c).layer_block : 0;
     s.deepspeed_step =
         ds_step_memory(plan, layout, ranks, parts.rank_elems(plan), layer_block).peak;
-    if (ranks > 1) {  // DeepSpeed's per-tensor partitions, not the ShardLayout
-      s.deepspeed_ranks = ds_rank_buffers(plan, parts).total();
-      if (c.loop == Loop::copy_back) s.copy_temp = 4 * std::min(u(c.chunk_elems), u(parts.total));
+    // --offload-ratio < 1: the device sub-groups' optimizer state, and torch's AdamW sqrt
+    // temporary (the sub-group's size, one at a time) after backward has freed its blocks.
+    const DsSubGroups groups = ds_sub_groups(plan, parts, c);
+    std::uint64_t largest_device_group = 0;
+    for (std::size_t g = 0; g < groups.on_device; ++g) {
+      const std::uint64_t bytes = 4 * u(groups.groups[g].end - groups.groups[g].begin);
+      s.device_optimizer += 4 * CachingPoolDevice::fresh_block_size(bytes);
+      largest_device_group = std::max(largest_device_group, bytes);
+    }
+    if (largest_device_group > 0) {
+      s.deepspeed_step =
+          std::max(s.deepspeed_step, CachingPoolDevice::fresh_block_size(largest_device_group));
+    }
+    if (ranks > 1) s.deepspeed_ranks = ds_rank_buffers(plan, parts).total();
+    // copy_back's fp32 chunk: over the CPU's sub-groups only (none when all are the device's).
+    const std::uint64_t cpu = u(parts.total - groups.cpu_begin);
+    if (c.loop == Loop::copy_back) s.copy_temp = 4 * std::min(u(c.chunk_elems), cpu);
+  }
+
+  // As DeepSpeedRunner::allocate_host (deepspeed_step.cpp) allocates them: the fp32 arrays
+  // over the CPU's sub-groups only (--offload-ratio), the bf16 ones over every element.
+  void plan_host(const RunConfig& c, std::uint64_t P,
+                 std::vector<PlannedHostBuffer>& buffers) const override {
+    const std::uint64_t cpu = cpu_elems(c, P);
+    for (PlannedHostBuffer& b : buffers) {  // its fp32 master is plain memory in both loops
+      if (b.name == "fp32 master") b.pinned = false;
+      const bool fp32 = b.name == "fp32 master" || b.name == "fp32 gradients" ||
+                        b.name == "Adam exp_avg" || b.name == "Adam exp_avg_sq";
+      if (fp32) b.bytes = 4 * cpu;
+    }
+    buffers.insert(buffers.begin() + 2, {"bf16 gradient partition", 2 * P, true, true});
+    std::erase_if(buffers, [](const PlannedHostBuffer& b) { return b.bytes == 0; });
+    if (c.loop == Loop::offload_param) {
+      buffers.push_back({"bf16 per-parameter partitions", 2 * P, true, false});
+      // The device sub-groups' reassign: a blocking fp32 D2H into a fresh pageable temporary.
+      const std::uint64_t staged = largest_device_group(c);
+      if (staged > 0) buffers.push_back({"fp32 reassign temporary", staged, false, true});
     }
   }
 
-  // As DeepSpeedRunner::allocate_host (deepspeed_step.cpp) allocates them.
-  void plan_host(const RunConfig& c, std::uint64_t P,
-                 std::vector<PlannedHostBuffer>& buffers) const override {
-    for (PlannedHostBuffer& b : buffers) {  // its fp32 master is plain memory in both loops
-      if (b.name == "fp32 master") b.pinned = false;
-    }
-    buffers.insert(buffers.begin() + 2, {"bf16 gradient partition", 2 * P, true, true});
-    if (c.loop == Loop::offload_param) {
-      buffers.push_back({"bf16 per-parameter partitions", 2 * P, true, false});
-    }
+  void plan_sub_groups(const RunConfig& c, std::int64_t& groups,
+                       std::int64_t& on_device) const override {
+    const DsSubGroups g = sub_groups(c);
+    groups = static_cast<std::int64_t>(g.groups.size());
+    on_device = static_cast<std::int64_t>(g.on_device);
+  }
+
+  // Rank 0's sub-groups (the largest rank) for config c.
+  static DsSubGroups sub_groups(const RunConfig& c) {
+    const ModelLayout layout = ModelLayout::build(c.model);
+    const DeepSpeedPlan plan = build_deepspeed_plan(layout, c.loop, DeepSpeedKnobs{});
+    return ds_sub_groups(plan, DsPartitions::build(plan, std::max(c.gpus, 1), 0), c);
+  }
+  static std::uint64_t cpu_elems(const RunConfig& c, std::uint64_t P) {
+    return P - static_cast<std::uint64_t>(sub_groups(c).cpu_begin);
+  }
+  static std::uint64_t largest_device_group(const RunConfig& c) {
+    const DsSubGroups g = sub_groups(c);
+    std::uint64_t bytes = 0;
+    for (std::size_t i = 0; i < g.on_device; ++i)
+      bytes = std::max(bytes, 4 * static_cast<std::uint64_t>(g.groups[i].end - g.groups[i].begin));
+    return bytes;
   }
 
   std::uint64_t rank_params(const RunConfig& c, const ModelLayout& layout,
