@@ -171,8 +171,8 @@ inline bool ratio_shown(const RunConfig& c) {
   return c.offload_ratio != 1.0 || !c.offload_ratio_sweep.empty();
 }
 
-// The ratios --fit searches: the --offload-ratio list where one was given (or a single ratio
-// below 1), else kFitRatios.
+// The ratios --fit searches without --offload-ratio (the CLI puts them in the sweep), and the
+// ones a config's fit searches: its --offload-ratio list, or its one ratio.
 inline constexpr double kFitRatios[] = {1.0, 0.75, 0.5, 0.25, 0.0};
 std::vector<double> fit_ratios(const RunConfig& config);
 

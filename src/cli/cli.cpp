@@ -143,6 +143,12 @@ CliCommand run_command(const RunOptions& o) {
   cmd.threads_given = o.given("--threads");
   cmd.gpus_given = o.given("--gpus");
   cmd.launcher = parse_launcher(o.value("--launcher"));
+  // --fit without --offload-ratio searches the default ratios (kFitRatios); a given list, or
+  // one ratio (1 included), is searched as given.
+  if (c.fit && !o.given("--offload-ratio")) {
+    c.offload_ratio_sweep.assign(std::begin(kFitRatios), std::end(kFitRatios));
+    c.offload_ratio = c.offload_ratio_sweep.front();
+  }
   if (cmd.launcher == CliCommand::Launcher::mpi && c.fit) {
     throw UsageError(
         "--fit runs many arm runs in fresh processes, which one mpirun (one arm) cannot: use "

@@ -20,8 +20,7 @@ std::string SweepPoint::label(bool ratio_shown) const {
 
 std::vector<double> fit_ratios(const RunConfig& config) {
   if (!config.offload_ratio_sweep.empty()) return config.offload_ratio_sweep;
-  if (config.offload_ratio != 1.0) return {config.offload_ratio};
-  return {std::begin(kFitRatios), std::end(kFitRatios)};
+  return {config.offload_ratio};
 }
 
 // Chunk-major, then sub-group size, then ratio: the order the reports list them in.

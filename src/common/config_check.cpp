@@ -97,16 +97,16 @@ void check_combinations(const RunConfig& c) {
     throw UsageError(
         "--decoder eager applies to --schedule deepspeed with --model NAME; add both or drop it");
   }
+  if (c.fit && c.schedule != Schedule::deepspeed) {
+    throw UsageError(
+        "--fit searches DeepSpeed's settings (offload_optimizer.ratio, pinning, registration): "
+        "add --schedule deepspeed");
+  }
   if (ratio_shown(c) && c.schedule != Schedule::deepspeed) {
     throw UsageError(
         "--offload-ratio applies to --schedule deepspeed (DeepSpeed's offload_optimizer.ratio); "
         "stock and overlap update every sub-group on the CPU: drop it or use --schedule "
         "deepspeed");
-  }
-  if (c.fit && c.schedule != Schedule::deepspeed) {
-    throw UsageError(
-        "--fit searches DeepSpeed's settings (offload_optimizer.ratio, pinning, registration): "
-        "add --schedule deepspeed");
   }
   if (c.fit && (!c.chunk_elems_sweep.empty() || !c.sub_group_size_sweep.empty())) {
     throw UsageError(

@@ -342,15 +342,8 @@ int run_driver(const RunConfig& config) {
   if (const int code = resolve_devices(config, answer, info, resolved, run)) return code;
   run.device_info = info;
   run.has_environment = true;
-  if (config.dry_run) {
-    // --fit --dry-run: each ratio the search would try, and whether it fits.
-    RunConfig planned = resolved;
-    if (config.fit) {
-      planned.offload_ratio_sweep = fit_ratios(resolved);
-      planned.offload_ratio = planned.offload_ratio_sweep.front();
-    }
-    return run_dry_run(planned, run.host, info);
-  }
+  // --fit --dry-run: the CLI put the search's ratios in the sweep, so each is planned.
+  if (config.dry_run) return run_dry_run(resolved, run.host, info);
   if (config.fit) return run_fit(resolved, info, run);
   // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
   // half-way with memory locked.
