@@ -351,6 +351,14 @@ def run_child(args):
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if args.device_memory is not None:
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        if args.device_memory > total:
+            raise SystemExit(f"ds-ref: --device-memory {args.device_memory} B exceeds the device's "
+                             f"{total} B; give at most that")
+        # The allocator refuses a cudaMalloc that would take its reserved bytes past this (after
+        # freeing its cached segments), as a GPU of that size would.
+        torch.cuda.set_per_process_memory_fraction(args.device_memory / total)
     torch.manual_seed(args.seed)
 
     model_name = f"synthetic-h{args.hidden}-l{args.layers}"
@@ -468,6 +476,7 @@ def run_child(args):
         "optimizer": opt_name,
         "device_name": torch.cuda.get_device_name(0),
         "init_s": init_s,
+        "device_memory_bytes": args.device_memory,
         "pins": pin_accounting(),
         # partial offload (offload_optimizer.ratio) and the sub-groups it splits
         "offload_ratio": ratio,
@@ -1043,6 +1052,8 @@ def child_argv(args, arm):
         argv.append("--no-offload-param")
     if args.offload_ratio is not None:
         argv += ["--offload-ratio", repr(args.offload_ratio)]
+    if args.device_memory is not None:
+        argv += ["--device-memory", str(args.device_memory)]
     if args.model_config:
         argv += ["--model-config", args.model_config]
     if args.profile:
@@ -1136,6 +1147,21 @@ def run_parent(args):
         raise SystemExit(f"ds-ref: arm(s) failed: {', '.join(failed)}")
 
 
+def device_memory_arg(text):
+    """--device-memory: bytes as the tool's flag takes them (B, KB, MB, GB, TB decimal; KiB, MiB,
+    GiB, TiB binary; a bare number is bytes)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 25GB)")
+    unit = m.group(2) or "B"
+    scale = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+             "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[unit]
+    n = int(float(m.group(1)) * scale)
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return n
+
+
 def offload_ratio_arg(text):
     """--offload-ratio: a float in [0, 1] (DeepSpeed's own bounds for offload_optimizer.ratio)."""
     try:
@@ -1174,6 +1200,10 @@ def parse_args(argv=None):
                     "the optimizer's sub-groups kept on the CPU (DeepSpeedCPUAdam); sub-group i stays on the "
                     "GPU (torch.optim.AdamW) when i < int((1 - R) * sub-groups). Not given: the key is left "
                     "out (DeepSpeed's default 1.0, everything on the CPU); given, it is written, 1.0 included")
+    ap.add_argument("--device-memory", type=device_memory_arg, metavar="SIZE", default=None,
+                    help="cap what PyTorch's caching allocator may reserve on the GPU "
+                    "(torch.cuda.set_per_process_memory_fraction of SIZE / the device's total), as "
+                    "the tool's --device-memory caps its pool's reserved bytes")
     ap.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma list of {', '.join(ARMS)}")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per arm (0 = none)")
     ap.add_argument("--profile", action="store_true",

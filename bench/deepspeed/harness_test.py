@@ -104,6 +104,19 @@ def main():
     check(not refused(["--offload-ratio", "0"]) and not refused(["--offload-ratio", "1"]),
           "the bounds 0 and 1 are accepted")
 
+    # --device-memory: the tool's size syntax (decimal GB, binary GiB), refused when not a size.
+    a = harness.parse_args(["--device-memory", "25GB"])
+    argv = harness.child_argv(a, "registered")
+    i = argv.index("--device-memory") if "--device-memory" in argv else -1
+    check(a.device_memory == 25 * 10**9 and i > 0 and harness.device_memory_arg(argv[i + 1]) == 25 * 10**9,
+          "--device-memory 25GB is 25e9 B and reaches the child as it is")
+    check(harness.device_memory_arg("1.5GiB") == 3 * 2**29 and harness.device_memory_arg("4096") == 4096,
+          "--device-memory: GiB binary, a bare number in bytes")
+    check("--device-memory" not in harness.child_argv(harness.parse_args([]), "registered"),
+          "no --device-memory: the child gets none")
+    for bad in ("0GB", "-1GB", "25 G", "lots", ""):
+        check(refused(["--device-memory", bad]), f"--device-memory {bad!r} is refused")
+
     # The sub-group split (default sub_group_size 1e9) and where each sub-group lives.
     lay, total = harness.param_layout(32000, 4096, 8)
     synth = [rows * cols for _, rows, cols, _, _ in lay]
