@@ -6,8 +6,9 @@ Three measurements, each made in the harness's arm child after its timed steps:
   hook wrapped with perf_counter timers for one whole step (no profiler): calls, total and
   exclusive microseconds per function, and the calls per module class. The wrappers cost
   about a microsecond each; the step they time is reported beside the timed ones.
-* `profile_ranges`: the same functions wrapped in torch.profiler record_function ranges
-  (`ds::NAME`) for the profiled step, so that `host_account` can split the host timeline.
+* `profile_ranges`: the same functions, and the optimizer step's own (`OPTIMIZER_STEP`),
+  wrapped in torch.profiler record_function ranges (`ds::NAME`) for the profiled step, so
+  that `host_account` can split the host timeline.
 * `eager_baseline`: the same model without DeepSpeed, all parameters resident on the GPU in
   bf16, forward + backward timed as the upstream loop times a step (one sync before and one
   after), and one profiled forward + backward: transformers' own Python and kernels.
@@ -38,6 +39,21 @@ HOOKED = (
     ("optimizer", "independent_gradient_partition_epilogue", "grad_epilogue"),
 )
 
+# ZeRO-3's optimizer step, function by function (stage3.py's step() calls each as self.NAME),
+# ranged in the profile only: where a step at offload_optimizer.ratio < 1 spends its time.
+OPTIMIZER_STEP = (
+    ("optimizer", "_partition_all_parameters", "opt.partition_all_parameters"),
+    ("optimizer", "_overflow_check_and_loss_scale_update", "opt.overflow_check"),
+    ("optimizer", "_get_norm_groups", "opt.norm_groups"),
+    ("optimizer", "_prepare_sub_group", "opt.prepare_sub_group"),
+    ("optimizer", "unscale_and_clip_grads", "opt.unscale_and_clip"),
+    ("optimizer", "_optimizer_step", "opt.optimizer_step"),
+    ("optimizer", "_reassign_or_swap_out_partitioned_parameters", "opt.reassign"),
+    ("optimizer", "_unflatten_partitioned_parameters", "opt.unflatten"),
+    ("optimizer", "_release_sub_group", "opt.release_sub_group"),
+    ("optimizer", "_post_step", "opt.post_step"),
+)
+
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 COPY_CALLS = ("cudaMemcpyAsync", "cudaMemcpy", "cudaMemcpy2DAsync", "cudaMemcpyPeerAsync")
 ALLOC_CALLS = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaFreeHost", "cudaMallocHost",
@@ -54,11 +70,11 @@ def _resolve(engine, path):
     return obj
 
 
-def _install(engine, make_wrapper):
+def _install(engine, make_wrapper, functions=HOOKED):
     """Instance-level wrappers (the hooks call `self.NAME(...)`, so an instance attribute
     wins); returns an undo function. Names a DeepSpeed version lacks are skipped."""
     undo, missing = [], []
-    for path, fn, short in HOOKED:
+    for path, fn, short in functions:
         owner = _resolve(engine, path)
         orig = getattr(owner, fn, None) if owner is not None else None
         if orig is None:
@@ -148,7 +164,7 @@ def profile_ranges(torch, engine):
                 return orig(*a, **k)
         return ranged
 
-    restore, _ = _install(engine, wrapper)
+    restore, _ = _install(engine, wrapper, HOOKED + OPTIMIZER_STEP)
     try:
         yield
     finally:

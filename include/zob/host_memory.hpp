@@ -23,6 +23,16 @@ const char* to_string(HostMemoryMode);
 // The mode of the pinned offload buffers in an arm (Adam states are always pageable).
 HostMemoryMode pinned_mode_for(Arm arm);
 
+// Which pages back a HostBuffer. The tool's own buffers ask for transparent huge pages
+// (madvise) where the kernel offers them; a buffer that stands for a temporary PyTorch's CPU
+// allocator makes (posix_memalign, no madvise unless THP_MEM_ALLOC_ENABLE is set) takes what
+// the kernel gives plain anonymous memory: 4 KiB pages under THP "madvise", so a device copy
+// into it faults one small page at a time as PyTorch's does.
+enum class HostPages {
+  huge_where_offered,
+  as_pytorch_cpu_allocator,
+};
+
 // What PyTorch's CachingHostAllocator (pin_memory(), DeepSpeed's default pin backend) reserves
 // for a request of `bytes`: the next power of two, at least one page (DeepSpeed PR #8840: a
 // 3.73 GiB sub-group reserves 4.00 GiB).
@@ -40,7 +50,7 @@ class HostBuffer {
   // mlock and registration, which then find them present: the kernel would otherwise fault
   // gigabytes in one thread inside mlock / cudaHostRegister, the bulk of an arm's set-up time.
   HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name,
-             ThreadPool* first_touch = nullptr);
+             ThreadPool* first_touch = nullptr, HostPages pages = HostPages::huge_where_offered);
   ~HostBuffer();
   HostBuffer(HostBuffer&&) noexcept;
   HostBuffer& operator=(HostBuffer&&) noexcept;
@@ -59,8 +69,8 @@ class HostBuffer {
   double register_seconds() const { return register_seconds_; }  // time register_host took
 
  private:
-  void map_pages(ThreadPool* first_touch);  // mmap (+ huge pages, first touch)
-  void lock_and_register();                 // mlock, then the device's registration
+  void map_pages(ThreadPool* first_touch, HostPages pages);  // mmap (+ huge pages, touch)
+  void lock_and_register();  // mlock, then the device's registration
   void release() noexcept;
   void* data_ = nullptr;
   std::size_t bytes_ = 0;         // requested

@@ -93,6 +93,24 @@ std::vector<FitCandidate> plan_fit_candidates(const RunConfig& config, const Hos
 
 namespace {
 
+// A candidate whose arm ran out of device memory does not fit, whatever its plan said: the
+// caching pool reserves more than the allocated bytes the plan counts when its segments
+// fragment, as PyTorch's does (DeepSpeed at ratio 0.5 under the same cap ran out too:
+// results/h100/2026-12-06-offload-ratio). It is reported as not fitting, runs no more rounds,
+// and is no failure of the search.
+void mark_out_of_memory(FitCandidate& c, const RunConfig& resolved) {
+  const ArmResult& a = c.rounds.back();
+  if (a.ok || a.error.rfind("out of memory", 0) != 0) return;
+  c.skipped = "does not fit: ran out of device memory at run time (" + a.error + ")";
+  note(fmt::format(
+      "{}: planned {} on the device{}, but it ran out of device memory at run time: counted as "
+      "not fitting (the pool reserves more than it allocates when its blocks fragment)",
+      label_of(c), bytes_text(c.planned_device_bytes),
+      resolved.device_memory_bytes > 0
+          ? fmt::format(" under --device-memory {}", bytes_text(resolved.device_memory_bytes))
+          : std::string()));
+}
+
 // The search's rounds: each round every runnable candidate once, in order. The budget is
 // checked before each arm run of the first round and before each later round as a whole, so
 // that the rounds compared stay whole: what would end past it is cut and said so.
@@ -120,6 +138,7 @@ void run_rounds(const RunConfig& resolved, const DeviceInfo& info, FitSearch& fi
     }
     for (FitCandidate* c : runnable) {
       if (stopped_by != 0) break;
+      if (!c->skipped.empty()) continue;  // ran out of device memory in an earlier round
       if (k == 0 && over_budget(1)) {
         c->skipped = fmt::format("cut: --fit-budget {:g} s ran out before it", fit.budget_s);
         fit.cut.push_back(label_of(*c) + ": " + c->skipped);
@@ -129,6 +148,7 @@ void run_rounds(const RunConfig& resolved, const DeviceInfo& info, FitSearch& fi
           fmt::format("{} (round {}/{})", label_of(*c), k + 1, fit.rounds_planned);
       c->rounds.push_back(run_arm_once(fit_point(resolved, c->offload_ratio, c->arm), c->arm, info,
                                        label, progress, stopped_by));
+      mark_out_of_memory(*c, resolved);
       if (progress.done == 1) {  // the first arm run times the rest
         note(
             fmt::format("the first arm run took {:.1f} s: the search's {} arm runs take about "
@@ -147,13 +167,21 @@ void run_rounds(const RunConfig& resolved, const DeviceInfo& info, FitSearch& fi
   fit.spent_s = progress.spent_s;
 }
 
-// The sweep the standard reports read: each ratio that ran, with its arms combined over the
-// rounds in the order of run.config.arms; the top level is the first of them.
+bool fits(const FitCandidate& c) { return c.skipped.rfind("does not fit", 0) != 0; }
+
+// The sweep the standard reports read (the candidates that fit): each ratio that ran, with its arms
+// combined over the rounds in the order of run.config.arms; the top level is the first of them.
 void fill_sweep(const FitSearch& fit, RunResult& run) {
+  // Where none that ran fitted, all that ran stay: their failures are the run's (exit 1).
+  const bool any_fit =
+      std::any_of(fit.candidates.begin(), fit.candidates.end(),
+                  [](const FitCandidate& c) { return !c.rounds.empty() && fits(c); });
+  const auto shown = [&](const FitCandidate& c) {
+    return !c.rounds.empty() && (fits(c) || !any_fit);
+  };
   std::vector<double> ratios;
   for (const FitCandidate& c : fit.candidates) {
-    if (!c.rounds.empty() &&
-        std::find(ratios.begin(), ratios.end(), c.offload_ratio) == ratios.end())
+    if (shown(c) && std::find(ratios.begin(), ratios.end(), c.offload_ratio) == ratios.end())
       ratios.push_back(c.offload_ratio);
   }
   for (const double ratio : ratios) {
@@ -161,7 +189,7 @@ void fill_sweep(const FitSearch& fit, RunResult& run) {
     std::vector<std::vector<ArmResult>> rounds;
     for (const Arm arm : run.config.arms) {
       for (const FitCandidate& c : fit.candidates) {
-        if (c.offload_ratio != ratio || c.arm != arm || c.rounds.empty()) continue;
+        if (c.offload_ratio != ratio || c.arm != arm || !shown(c)) continue;
         std::vector<const ArmResult*> runs;
         for (std::size_t k = 0; k < c.rounds.size(); ++k) {
           runs.push_back(&c.rounds[k]);

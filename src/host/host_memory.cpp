@@ -103,7 +103,7 @@ std::uint64_t caching_host_allocation(std::uint64_t bytes) {
 }
 
 HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, std::string name,
-                       ThreadPool* first_touch)
+                       ThreadPool* first_touch, HostPages pages)
     : bytes_(bytes),
       mode_(mode),
       device_(device),
@@ -128,7 +128,7 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
     return;
   }
 
-  map_pages(first_touch);
+  map_pages(first_touch, pages);
   if (mode == HostMemoryMode::pageable) return;
   try {
     lock_and_register();
@@ -138,7 +138,7 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryMode mode, Device* device, s
   }
 }
 
-void HostBuffer::map_pages(ThreadPool* first_touch) {
+void HostBuffer::map_pages(ThreadPool* first_touch, HostPages pages) {
   void* p =
       mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
@@ -153,7 +153,9 @@ void HostBuffer::map_pages(ThreadPool* first_touch) {
   // first touch and mlock of gigabytes then fault 2 MiB at a time, which cuts the untimed
   // set-up, and Adam's streaming sweeps take fewer TLB misses. Every arm gets the same, so
   // the comparison stays fair; where THP is off this fails harmlessly (EINVAL) and is ignored.
-  if (mapped_bytes_ >= (std::size_t{2} << 20)) (void)madvise(p, mapped_bytes_, MADV_HUGEPAGE);
+  if (pages == HostPages::huge_where_offered && mapped_bytes_ >= (std::size_t{2} << 20)) {
+    (void)madvise(p, mapped_bytes_, MADV_HUGEPAGE);
+  }
   if (first_touch != nullptr) {
     char* base = static_cast<char*>(p);
     // Whole 2 MiB blocks per thread, so each huge page is faulted by one thread.

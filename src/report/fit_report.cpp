@@ -109,7 +109,7 @@ namespace {
 std::string row_text(const FitRow& r) {
   const FitCandidate& c = *r.candidate;
   std::string step;
-  if (!c.skipped.empty() && c.rounds.empty()) {
+  if (!c.skipped.empty() && (c.rounds.empty() || r.rounds_ok == 0)) {
     step = "skipped: " + c.skipped;
   } else if (r.rounds_ok == 0) {
     step = "failed: " + r.error;

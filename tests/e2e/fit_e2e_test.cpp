@@ -198,6 +198,43 @@ TEST(Fit, TheBudgetCutsAndSaysWhat) {
   EXPECT_FALSE(fit.at("settings_withheld").is_null());
 }
 
+// A candidate the plan let through (--skip-preflight: nothing is skipped from the plan) that
+// runs out of device memory does not fit: reported so, run no more rounds, left out of the
+// standard reports, and no failure of the search (exit 0), the winner one of the rest.
+TEST(Fit, RunningOutOfDeviceMemoryIsNotFitting) {
+  const std::string json = temp_path("fit-oom.json");
+  const std::vector<std::uint64_t> device = planned_device("1,0.5", json);
+  ASSERT_EQ(device.size(), 2u);
+  ASSERT_GT(device[1], device[0] + 40'000'000u);  // one sub-group's 16 B/param on the device
+  const std::string limit = std::to_string(device[1] - 1);
+  const Result r =
+      run_bench(fit_run({"--offload-ratio", "1,0.5", "--arms", "registered", "--device-memory",
+                         limit, "--skip-preflight", "--repeats", "2", "--json", json}),
+                {}, nullptr, 170);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(read_text(json));
+  const auto& fit = j.at("fit");
+  const auto* half = candidate(fit, 0.5, "registered");
+  const auto* one = candidate(fit, 1.0, "registered");
+  ASSERT_TRUE(half && one) << fit;
+  EXPECT_EQ(half->at("rounds"), 1) << *half;  // not run again in round 2
+  EXPECT_EQ(half->at("rounds_ok"), 0) << *half;
+  EXPECT_EQ(half->at("skipped").get<std::string>().rfind(
+                "does not fit: ran out of device memory at run time (out of memory", 0),
+            0u)
+      << *half;
+  EXPECT_EQ(one->at("rounds_ok"), 2) << *one;
+  ASSERT_TRUE(fit.at("winner").is_number()) << fit;
+  EXPECT_EQ(fit.at("candidates").at(fit.at("winner").get<std::size_t>()).at("offload_ratio"), 1.0);
+  for (const auto& point : j.at("sweep")) {  // ratio 0.5 is in no report but fit's
+    EXPECT_EQ(point.at("offload_ratio"), 1.0) << j.at("sweep");
+  }
+  EXPECT_EQ(j.at("workload").at("offload_ratio"), 1.0);
+  EXPECT_NE(r.err.find("fit: ratio 0.5 registered: planned"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("skipped: does not fit: ran out of device memory"), std::string::npos)
+      << r.out;
+}
+
 // Refused before any arm: a schedule without the ratio, a second sweep, nothing that fits.
 TEST(Fit, BadInputIsOneLineAndExitTwo) {
   Result r = run_bench(fit_run({"--schedule", "stock"}));

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -315,4 +316,67 @@ TEST(HostMemory, FirstTouchByAPoolFaultsEveryPageAndZeroesIt) {
     expect_usable(b);
   }
   expect_counters_zero();
+}
+
+namespace {
+
+// The smaps entry of the mapping that holds `p` (the kernel may merge it with a neighbour of
+// the same flags): its VmFlags line and its AnonHugePages (kB).
+struct SmapsEntry {
+  bool found = false;
+  std::string vm_flags;
+  std::uint64_t anon_huge_kb = 0;
+};
+
+SmapsEntry smaps_entry(const void* p) {
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  SmapsEntry e;
+  bool inside = false;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  while (std::getline(in, line)) {
+    const auto dash = line.find('-');
+    const bool header = dash != std::string::npos && dash > 0 && line.find(':') > dash &&
+                        std::isxdigit(static_cast<unsigned char>(line[0])) != 0;
+    if (header) {
+      const auto lo = std::stoull(line.substr(0, dash), nullptr, 16);
+      const auto hi = std::stoull(line.substr(dash + 1), nullptr, 16);
+      inside = lo <= at && at < hi;
+      e.found = e.found || inside;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      e.vm_flags = line.substr(8) + " ";
+    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      e.anon_huge_kb = std::stoull(line.substr(14));
+    }
+  }
+  return e;
+}
+
+std::string thp_mode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string all;
+  std::getline(in, all);
+  const auto l = all.find('['), r = all.find(']');
+  return l == std::string::npos || r == std::string::npos ? "" : all.substr(l + 1, r - l - 1);
+}
+
+}  // namespace
+
+// HostPages: the tool's buffers carry the huge-page advice (smaps VmFlags "hg"); one that stands
+// for PyTorch's CPU allocator does not, and under THP "madvise" its touched pages are all 4 KiB,
+// as a fresh at::empty is (the reassign temporary's D2H faults them; issue 38's profile).
+TEST(HostMemory, PytorchAllocatorPagesCarryNoHugePageAdvice) {
+  if (thp_mode().empty() || thp_mode() == "never") GTEST_SKIP() << "no transparent huge pages";
+  const std::size_t bytes = std::size_t{64} << 20;
+  HostBuffer ours(bytes, HostMemoryMode::pageable, nullptr, "ours");
+  HostBuffer torch_like(bytes, HostMemoryMode::pageable, nullptr, "torch-like", nullptr,
+                        zob::HostPages::as_pytorch_cpu_allocator);
+  std::memset(ours.data(), 1, bytes);
+  std::memset(torch_like.data(), 1, bytes);
+  const SmapsEntry a = smaps_entry(ours.data()), b = smaps_entry(torch_like.data());
+  ASSERT_TRUE(a.found && b.found);
+  EXPECT_NE(a.vm_flags.find(" hg "), std::string::npos) << a.vm_flags;
+  EXPECT_EQ(b.vm_flags.find(" hg "), std::string::npos) << b.vm_flags;
+  if (thp_mode() == "madvise") EXPECT_EQ(b.anon_huge_kb, 0u);
+  expect_usable(torch_like);
 }

@@ -195,7 +195,9 @@ void DeepSpeedRunner::device_optimizer(std::size_t gi, int t, StepSample& s, Clo
   phase_ = offload() ? Phase::host_cast : Phase::copy_back;
   const auto tc = Clock::now();
   if (offload()) {  // fp16_partitioned_groups_flat[i].data.copy_(fp32 on the device)
-    HostBuffer staged(bytes, HostMemoryMode::pageable, nullptr, "fp32 reassign temporary");
+    // at::empty_like on the CPU: fresh memory of PyTorch's allocator, faulted in by the copy.
+    HostBuffer staged(bytes, HostMemoryMode::pageable, nullptr, "fp32 reassign temporary", nullptr,
+                      HostPages::as_pytorch_cpu_allocator);
     dev_.copy_to_host(Queue::compute, staged.data(), d.master.as<void>(), bytes);
     dev_.record(reassign_done_[gi], Queue::compute);
     dev_.event_synchronize(reassign_done_[gi]);  // a blocking copy_: the host waits for it
