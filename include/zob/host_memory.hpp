@@ -96,6 +96,9 @@ struct HostMemoryCounters {
   std::uint64_t runtime_pinned_bytes = 0;  // HostMemoryMode::device_host buffers, as allocated
 };
 HostMemoryCounters host_memory_counters();
+// Starts the high-water marks again from the bytes live now: an arm measures its own peaks,
+// not an earlier arm's in the same process (the tests run arms in-process).
+void reset_host_memory_peaks();
 
 // Test-only (ZOB_TEST_REGISTRATION=<arm>:register, set by src/driver/test_hooks.cpp alone):
 // from now on in this process, a locked buffer is also registered with its device, as a bug

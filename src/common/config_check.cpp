@@ -113,6 +113,12 @@ void check_combinations(const RunConfig& c) {
         "--fit searches the offload ratio and the arms at one --chunk-elems and one "
         "--sub-group-size: give one value of each");
   }
+  if (c.chunk_elems_sweep.size() > 1 && c.schedule == Schedule::deepspeed) {
+    throw UsageError(
+        "--chunk-elems sweeps the copy-back pieces of --schedule stock and overlap; the deepspeed "
+        "schedule copies each sub-group whole, as PyTorch's copy_ does, so its runs would not "
+        "differ: give one value, or add --schedule stock");
+  }
   if (c.fit && c.compat == Compat::v2) {
     throw UsageError(
         "--fit names the arms as v1 does (registered, unregistered, pageable, "

@@ -96,6 +96,13 @@ HostMemoryCounters host_memory_counters() {
           g_mapped.load(), g_peak_mapped.load(), g_runtime_pinned.load()};
 }
 
+void reset_host_memory_peaks() {
+  g_peak_locked = g_locked.load();
+  g_peak_registered = g_registered.load();
+  g_peak_mapped = g_mapped.load();
+  g_peak_runtime_pinned = g_runtime_pinned.load();
+}
+
 std::uint64_t caching_host_allocation(std::uint64_t bytes) {
   std::uint64_t rounded = page_size();
   while (rounded < bytes && rounded <= UINT64_MAX / 2) rounded *= 2;

@@ -108,6 +108,7 @@ template <class Runner, class... Extra>
 ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
                        std::vector<float>* final_master, const Extra&... extra) {
   const auto t_setup = std::chrono::steady_clock::now();
+  reset_host_memory_peaks();
   const HostMemoryCounters before = host_memory_counters();
   Runner runner(config, arm, device, extra...);
   runner.setup();
@@ -122,7 +123,7 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
                                         .master = &runner.master_buffer(),
                                         .buffers = runner.host_buffers()});
   r.placement = runner.placement();
-  r.host_mapped_bytes = after.mapped_bytes - before.mapped_bytes;
+  r.host_mapped_bytes = after.peak_mapped_bytes - before.mapped_bytes;  // a step may add (below)
 
   std::vector<StepLinkTimes> links;
   run_timed_steps(r, config, to_string(arm), runner.current_phase(), [&](int t) {
@@ -135,6 +136,9 @@ ArmResult run_arm_with(const RunConfig& config, Arm arm, Device& device,
   });
   r.bound = step_bound(r, links, runner.memory_probe().gb_per_s(), runner.memory_probe().params());
   r.bound.probe_passes = runner.memory_probe().passes();
+  // The most the arm mapped at once: its buffers and the temporaries a step allocates and frees
+  // (the deepspeed schedule's copy-back and reassign temporaries), as the plan counts them.
+  r.host_mapped_bytes = host_memory_counters().peak_mapped_bytes - before.mapped_bytes;
   if constexpr (requires { runner.device_ops(); }) r.device_ops = runner.device_ops();
   finish_arm_result(r, device, runner.master(), runner.total());
   if constexpr (requires { runner.pool_peaks(); }) set_pool_peaks(r, runner.pool_peaks());

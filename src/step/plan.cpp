@@ -74,7 +74,6 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
   DeviceSizes s;
   if (c.loop == Loop::copy_back) {
     s.params = 2 * S;
-    s.copy_temp = 4 * std::min(u(c.chunk_elems), S);
     if (ranks > 1) s.param_slot = 2 * fetch_gathered;  // the all-gathers' ring
   } else {
     s.param_slot = 2 * std::max({biggest, fetch_gathered, u(largest_fetch(layout))});

@@ -56,10 +56,7 @@ class ScheduleCase {
 
 // stock and overlap in the copy-back loop: Adam fused with the cast writes a pinned host bf16
 // copy of the parameters (2 B/param, as --offload-param has) that is copied straight into the
-// device's parameters, so no fp32 device temporary (deepspeed keeps DeepSpeed's fp32 copy-back).
-inline void plan_bf16_copy_back_device(const RunConfig& c, DeviceSizes& s) {
-  if (c.loop == Loop::copy_back) s.copy_temp = 0;
-}
+// device's parameters.
 inline void plan_bf16_copy_back_host(const RunConfig& c, std::uint64_t P,
                                      std::vector<PlannedHostBuffer>& buffers) {
   if (c.loop == Loop::copy_back) buffers.push_back({"bf16 parameters", 2 * P, true, true});

@@ -20,17 +20,14 @@ struct DeviceSizes {
   std::uint64_t param_slot = 0;  // offload_param: one of the two fetch slots (largest module, bf16)
   std::uint64_t grad_slot_bf16 = 0;  // one of the two gradient slots (largest module, bf16)
   std::uint64_t grad_slot_f32 = 0;   // its fp32 staging area for the D2H copy
-  // copy_back loop, --schedule deepspeed: the fp32 temporary of chunk_elems (stock and overlap
-  // copy the bf16 parameters straight into the device's: none)
-  std::uint64_t copy_temp = 0;
-  std::uint64_t hidden = 0;       // x_0 .. x_n, each [T,h] bf16
-  std::uint64_t pre = 0;          // per layer [T,4h] bf16
-  std::uint64_t act = 0;          // per layer [T,4h] bf16
-  std::uint64_t logits = 0;       // [T,V] bf16, reused as dlogits
-  std::uint64_t grad_hidden = 0;  // dY and the dX temporary, each [T,h] bf16
-  std::uint64_t grad_ffn = 0;     // dact and dpre, each [T,4h] bf16
-  std::uint64_t tokens = 0;       // ids + embedding-grad index (upper bound: T distinct ids)
-  std::uint64_t loss = 0;         // one float
+  std::uint64_t hidden = 0;          // x_0 .. x_n, each [T,h] bf16
+  std::uint64_t pre = 0;             // per layer [T,4h] bf16
+  std::uint64_t act = 0;             // per layer [T,4h] bf16
+  std::uint64_t logits = 0;          // [T,V] bf16, reused as dlogits
+  std::uint64_t grad_hidden = 0;     // dY and the dX temporary, each [T,h] bf16
+  std::uint64_t grad_ffn = 0;        // dact and dpre, each [T,4h] bf16
+  std::uint64_t tokens = 0;          // ids + embedding-grad index (upper bound: T distinct ids)
+  std::uint64_t loss = 0;            // one float
   // --schedule deepspeed (deepspeed/deepspeed_memory.hpp): the reduce bucket (bf16,
   // reduce_bucket_size), the persistent tensors' slots and the blocks of modules made only of
   // them, and the most one step allocates at once beyond the fixed buffers (fetched
@@ -51,9 +48,9 @@ struct DeviceSizes {
   std::uint64_t device_optimizer = 0;
 
   std::uint64_t total() const {
-    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + copy_temp + hidden +
-           pre + act + logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + reduce_bucket +
-           persistent + deepspeed_step + shard_stage + decoder + deepspeed_ranks + device_optimizer;
+    return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + hidden + pre + act +
+           logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + reduce_bucket + persistent +
+           deepspeed_step + shard_stage + decoder + deepspeed_ranks + device_optimizer;
   }
 };
 

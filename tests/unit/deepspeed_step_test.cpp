@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_device.hpp"
 #include "small_model_config.hpp"
 #include "step/deepspeed/deepspeed_plan.hpp"
+#include "step/deepspeed/deepspeed_runner.hpp"
 #include "step/step_internal.hpp"
 #include "zob/model.hpp"
 #include "zob/step.hpp"
@@ -73,6 +74,7 @@ TEST_P(DeepSpeedStep, ReportsDeepSpeedsPhases) {
   RunConfig c = test::small_model_config(2, 1, 2, 1357);
   c.loop = GetParam();
   c.schedule = Schedule::deepspeed;
+  c.sub_group_size = 1000;  // several sub-groups: one copy-back each
   const DeepSpeedKnobs k = tiny_knobs();
   const ArmRun ds = run(c, Arm::unregistered, &k);
   ASSERT_TRUE(ds.result.ok) << ds.result.error;
@@ -90,7 +92,16 @@ TEST_P(DeepSpeedStep, ReportsDeepSpeedsPhases) {
     EXPECT_EQ(phases.count("copy_back"), 0u);
   } else {
     EXPECT_EQ(phases.count("param_fetch"), 0u);
-    EXPECT_EQ(phases.at("copy_back").bytes, 4 * P);
+    // PyTorch's blocking copy_ of each CPU sub-group: the CPU cast (4 + 2 B/param), then one
+    // H2D of the bf16 (2 B/param), a copy_back span per sub-group and no fp32 on the device.
+    EXPECT_EQ(phases.at("copy_back").bytes, 8 * P);
+    const auto groups =
+        step_detail::ds_sub_groups(plan, step_detail::DsPartitions::build(plan, 1, 0), c);
+    std::size_t copy_backs = 0;
+    for (const TraceSpan& s : ds.result.samples.back().spans)
+      copy_backs += s.name.rfind("copy_back", 0) == 0 && s.track == "h2d" ? 1 : 0;
+    EXPECT_EQ(copy_backs, groups.groups.size());
+    EXPECT_GT(groups.groups.size(), 1u) << "the test wants several sub-groups";
   }
   // One span per copy of the plan, per direction (fetches, gathers and the gradients' trips).
   std::int64_t h2d = 0, d2h = 0;

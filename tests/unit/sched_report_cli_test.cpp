@@ -64,7 +64,12 @@ TEST(SchedCli, SweepLists) {
   EXPECT_EQ(one.chunk_elems, 4096);
   EXPECT_TRUE(one.chunk_elems_sweep.empty());
   EXPECT_TRUE(one.sub_group_size_sweep.empty());
-  const RunConfig c = parse({"--chunk-elems", "300,100,7", "--sub-group-size", "1000,50"}).run;
+  const RunConfig c =
+      parse({"--schedule", "stock", "--chunk-elems", "300,100,7", "--sub-group-size", "1000,50"})
+          .run;
+  // The deepspeed schedule copies each sub-group whole: a chunk sweep there would not differ.
+  EXPECT_NE(refusal({"--chunk-elems", "300,100"}).find("copies each sub-group whole"),
+            std::string::npos);
   EXPECT_EQ(c.chunk_elems, 300);
   EXPECT_EQ(c.sub_group_size, 1000);
   EXPECT_EQ(c.chunk_elems_sweep, (std::vector<std::int64_t>{300, 100, 7}));

@@ -48,8 +48,7 @@ DsSubGroups ds_sub_groups(const DeepSpeedPlan& plan, const DsPartitions& parts,
   s.cpu_begin = s.on_device == 0 ? 0 : s.groups[s.on_device - 1].end;
   for (std::size_t g = s.on_device; g < s.groups.size(); ++g) {
     SubGroup& sg = s.groups[g];
-    sg.first_piece = s.pieces;
-    s.pieces += (sg.end - sg.begin + c.chunk_elems - 1) / c.chunk_elems;
+    sg.first_piece = s.pieces++;  // the copy_back loop copies a sub-group whole (one copy_)
   }
   return s;
 }

@@ -237,7 +237,7 @@ class DeepSpeedRunner {
   // they stay locked and, in the registered arm, registered (2 B/param: DeepSpeed's 10 B/param
   // locked, results/h200/2026-12-02-deepspeed-account).
   HostBuffer partitions_;
-  DeviceBuffer params_, copy_temp_, norm_scalar_;
+  DeviceBuffer params_, norm_scalar_;
   // Parameters in blocks (offload_param, or N > 1): which modules hold one; the blocks (freed
   // with the pool on a throw); the persistent tensors' slots; per module the shared tensor's
   // id and its persistent tensors.
@@ -272,7 +272,7 @@ class DeepSpeedRunner {
 
   std::unique_ptr<DeviceEvent> origin_, norm_read_;
   Events task_start_, task_end_, grad_ready_, hook_done_, flush_start_, flush_end_;
-  Events cb_copy_start_, cb_copy_end_, cb_cast_start_, cb_cast_end_;
+  Events cb_copy_start_, cb_copy_end_;  // the copy_back loop: each CPU sub-group's H2D
   TimedCopies fetches_, flush_copies_;
   // N > 1: the rank's bf16 partitions on the device (copy_back loop), the flat buffer of one
   // all-gather, a bucket's interleaved gradients and this rank's fp32 sum of them.

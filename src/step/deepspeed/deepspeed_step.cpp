@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "step/arm_harness.hpp"
-#include "step/copy_back.hpp"
 #include "step/decoder/eager_decoder.hpp"
 #include "step/decoder/module_math.hpp"
 #include "step/deepspeed/deepspeed_plan.hpp"
@@ -122,7 +121,6 @@ void DeepSpeedRunner::allocate_host() {
 void DeepSpeedRunner::allocate_device() {
   const DeviceSizes ds = device_sizes(cfg_, layout_, ranks());
   params_ = DeviceBuffer(mem_, ds.params);  // resident: the copy_back loop on one rank
-  copy_temp_ = DeviceBuffer(mem_, ds.copy_temp);
   norm_scalar_ = DeviceBuffer(mem_, 256);
   allocate_param_blocks();
   if (sharded()) allocate_rank_buffers();
@@ -185,13 +183,23 @@ void DeepSpeedRunner::counted_math(std::int64_t j, bool forward, const std::func
   (forward ? m.copies_forward : m.copies_backward) = after.copies - before.copies;
 }
 
-// Adam's result back to the device for one sub-group: the fp32 H2D copy and cast into the
-// bf16 parameters (N > 1: into the rank's partitions, which the next fetches all-gather).
+// Adam's result back to the device for one CPU sub-group (N > 1: into the rank's partitions,
+// which the next fetches all-gather): stage3.py's fp16_partitioned_groups_flat[i].data.copy_(
+// fp32 on the CPU), a blocking copy_ that PyTorch converts on the CPU (copy_requires_temporaries:
+// blocking copies cast where the source is): src.to(bf16) into a fresh tensor of its CPU
+// allocator, one same-dtype H2D from that pageable memory on the current stream, and the wait.
+// No device temporary: the device holds only the bf16 parameters.
 void DeepSpeedRunner::copy_back_sub_group(const SubGroup& sg) {
-  const std::int64_t cpu = groups_.cpu_begin;  // the host master starts at the CPU's part
-  copy_back_range(dev_, master_.as<float>(), device_params() + cpu, copy_temp_.as<float>(),
-                  sg.begin - cpu, sg.end - cpu, cfg_.chunk_elems, sg.first_piece,
-                  {&cb_copy_start_, &cb_copy_end_, &cb_cast_start_, &cb_cast_end_});
+  const std::int64_t n = sg.end - sg.begin, at = sg.begin - groups_.cpu_begin;
+  const auto bytes = static_cast<std::size_t>(n) * 2;
+  HostBuffer staged(bytes, HostMemoryMode::pageable, nullptr, "bf16 copy-back temporary", nullptr,
+                    HostPages::as_pytorch_cpu_allocator);
+  cast_f32_to_bf16_host(master_.as<float>() + at, staged.as<bf16>(), n, *pool_);
+  const auto piece = static_cast<std::size_t>(sg.first_piece);
+  dev_.record(cb_copy_start_[piece], Queue::compute);
+  dev_.copy_to_device(Queue::compute, device_params() + sg.begin, staged.data(), bytes);
+  dev_.record(cb_copy_end_[piece], Queue::compute);
+  dev_.event_synchronize(cb_copy_end_[piece]);  // staged goes out of scope
 }
 
 void DeepSpeedRunner::create_events() {
@@ -221,8 +229,6 @@ void DeepSpeedRunner::create_events() {
     const auto np = static_cast<std::size_t>(groups_.pieces);
     cb_copy_start_ = make_events(dev_, np);
     cb_copy_end_ = make_events(dev_, np);
-    cb_cast_start_ = make_events(dev_, np);
-    cb_cast_end_ = make_events(dev_, np);
   }
 }
 
@@ -532,12 +538,13 @@ void DeepSpeedRunner::report(StepSample& s) {
   } else {
     double cb_device = 0;
     for (std::int64_t p = 0; p < groups_.pieces; ++p) {
-      cb_device += dur(cb_copy_start_[p], cb_cast_end_[p]);
-      link_.h2d_s += dur(cb_copy_start_[p], cb_copy_end_[p]);
-      s.spans.push_back({"h2d", "copy_back[" + std::to_string(p) + "]", rel(cb_copy_start_[p]),
-                         dur(cb_copy_start_[p], cb_copy_end_[p])});
+      const double d = dur(cb_copy_start_[p], cb_copy_end_[p]);
+      cb_device += d;
+      link_.h2d_s += d;
+      s.spans.push_back({"h2d", "copy_back[" + std::to_string(p) + "]", rel(cb_copy_start_[p]), d});
     }
-    phase(Phase::copy_back, host_.copy_back, cb_device, 4 * C, S);
+    // Host memory passes: the CPU cast reads fp32 and writes bf16, the H2D reads the bf16.
+    phase(Phase::copy_back, host_.copy_back, cb_device, 8 * C, S);
   }
 }
 

@@ -52,9 +52,8 @@ class DeepSpeedCase final : public ScheduleCase {
           std::max(s.deepspeed_step, CachingPoolDevice::fresh_block_size(largest_device_group));
     }
     if (ranks > 1) s.deepspeed_ranks = ds_rank_buffers(plan, parts).total();
-    // copy_back's fp32 chunk: over the CPU's sub-groups only (none when all are the device's).
-    const std::uint64_t cpu = u(parts.total - groups.cpu_begin);
-    if (c.loop == Loop::copy_back) s.copy_temp = 4 * std::min(u(c.chunk_elems), cpu);
+    // No copy-back temporary on the device: PyTorch's blocking copy_ casts on the CPU
+    // (DeepSpeedRunner::copy_back_sub_group).
   }
 
   // As DeepSpeedRunner::allocate_host (deepspeed_step.cpp) allocates them: the fp32 arrays
@@ -75,6 +74,11 @@ class DeepSpeedCase final : public ScheduleCase {
       // The device sub-groups' reassign: a blocking fp32 D2H into a fresh pageable temporary.
       const std::uint64_t staged = largest_device_group(c);
       if (staged > 0) buffers.push_back({"fp32 reassign temporary", staged, false, true});
+    } else {
+      // The CPU sub-groups' copy back: the bf16 cast into a fresh pageable temporary, one
+      // sub-group at a time.
+      const std::uint64_t staged = largest_cpu_group(c) / 2;
+      if (staged > 0) buffers.push_back({"bf16 copy-back temporary", staged, false, true});
     }
   }
 
@@ -94,10 +98,18 @@ class DeepSpeedCase final : public ScheduleCase {
   static std::uint64_t cpu_elems(const RunConfig& c, std::uint64_t P) {
     return P - static_cast<std::uint64_t>(sub_groups(c).cpu_begin);
   }
+  // The fp32 bytes of the largest sub-group on the device / on the CPU.
   static std::uint64_t largest_device_group(const RunConfig& c) {
     const DsSubGroups g = sub_groups(c);
+    return largest_group(g, 0, g.on_device);
+  }
+  static std::uint64_t largest_cpu_group(const RunConfig& c) {
+    const DsSubGroups g = sub_groups(c);
+    return largest_group(g, g.on_device, g.groups.size());
+  }
+  static std::uint64_t largest_group(const DsSubGroups& g, std::size_t from, std::size_t to) {
     std::uint64_t bytes = 0;
-    for (std::size_t i = 0; i < g.on_device; ++i)
+    for (std::size_t i = from; i < to; ++i)
       bytes = std::max(bytes, 4 * static_cast<std::uint64_t>(g.groups[i].end - g.groups[i].begin));
     return bytes;
   }
