@@ -434,8 +434,8 @@ struct SweepSizes {
 };
 
 SweepSizes sweep_sizes(const std::string& step_count) {
-  auto args = small({"--schedule", "stock", "--chunk-elems", "4096,8192", "--sub-group-size",
-                     "50000,100000"});
+  auto args = small(
+      {"--schedule", "stock", "--chunk-elems", "4096,8192", "--sub-group-size", "50000,100000"});
   const auto steps = std::find(args.begin(), args.end(), "--steps");
   EXPECT_NE(steps, args.end());
   if (steps == args.end()) return {};
