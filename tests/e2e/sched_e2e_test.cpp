@@ -209,9 +209,11 @@ TEST(SchedE2E, FusedAdamCastEqualsTheSeparatePassesAndBothBoundsAreReported) {
         EXPECT_GE(host_bytes, (fused ? 30 : 34) * P);
         EXPECT_GT(b.at("host_memory_s").get<double>(), 0);
         // The probe's rate, independent of the step it judges; the fastest Adam pass beside it
-        // (at least the median pass). A pass cannot stream 10x faster than the memory the probe
-        // read, and no host memory streams 2 TB/s: a probe that misreads by 1000x fails here
-        // (a tiny overlapped pass can be far slower than the probe: no check that way).
+        // (at least the median pass). No host memory streams 2 TB/s, and a probe that misreads
+        // by 1000x (a unit slip) fails here. The lower bound leaves 100x: a tiny model's pass
+        // runs from cache while the probe streams memory, and a loaded 2-core CI runner read a
+        // probe 11x below the pass (a 10x margin failed there). A tiny overlapped pass can be
+        // far slower than the probe: no check that way.
         EXPECT_DOUBLE_EQ(b.at("host_gb_per_s").get<double>(), b.at("probe_gb_per_s").get<double>());
         EXPECT_DOUBLE_EQ(b.at("host_memory_s").get<double>(),
                          host_bytes / (b.at("host_gb_per_s").get<double>() * 1e9));
@@ -220,7 +222,7 @@ TEST(SchedE2E, FusedAdamCastEqualsTheSeparatePassesAndBothBoundsAreReported) {
         EXPECT_GE(pass * (1 + 1e-9), adam_phase.at("bytes").get<double>() /
                                          adam_phase.at("host_s").get<double>() / 1e9);
         EXPECT_LT(b.at("probe_gb_per_s").get<double>(), 2000);
-        EXPECT_GT(b.at("probe_gb_per_s").get<double>(), pass / 10);
+        EXPECT_GT(b.at("probe_gb_per_s").get<double>(), pass / 100);
         // The busiest of the host memory after the serial part (none reported by deepspeed;
         // the forward's fetches' bytes under offload_param), each link direction and the
         // device's compute; a step that beats it makes it "not known".

@@ -373,14 +373,16 @@ TEST(Overlap, BoundIsBuiltFromPartsThatCannotOverlap) {
         EXPECT_EQ(r.samples.back().phases.count("adam_cast"), 1u);
       }
       EXPECT_GE(b.host_bytes, 28 * P);
-      // The host rate: the probe's; the fastest Adam pass beside it. A pass cannot stream 10x
-      // faster than the memory the probe read, and no host memory streams 2 TB/s: a probe that
-      // misreads by 1000x fails (a tiny overlapped pass can be far slower than the probe).
+      // The host rate: the probe's; the fastest Adam pass beside it. No host memory streams
+      // 2 TB/s, and a probe that misreads by 1000x (a unit slip) fails. The lower bound leaves
+      // 100x: this tiny model's Adam pass runs from cache while the probe streams memory, and on
+      // a loaded 2-core CI runner under ctest -j2 the probe read 11x below the pass (a 10x
+      // margin failed there), so the margin covers timing noise, not a fitted figure.
       EXPECT_DOUBLE_EQ(b.host_gb_per_s, b.probe_gb_per_s);
       EXPECT_EQ(b.host_rate_from, "probe");
       EXPECT_DOUBLE_EQ(b.adam_pass_gb_per_s, fastest_adam);
       EXPECT_LT(b.probe_gb_per_s, 2000);
-      EXPECT_GT(b.probe_gb_per_s, fastest_adam / 10);
+      EXPECT_GT(b.probe_gb_per_s, fastest_adam / 100);
       EXPECT_DOUBLE_EQ(b.host_memory_s, b.host_bytes / (b.host_gb_per_s * 1e9));
       // The serial part: the forward's kernels and the head's backward, at most the forward and
       // backward device time; the deepspeed schedule does not report it. Under offload_param
