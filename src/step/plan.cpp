@@ -82,7 +82,8 @@ DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int rank
   s.grad_slot_bf16 = 2 * biggest;
   s.grad_slot_f32 = 4 * biggest_shard;
   s.hidden = 2 * hidden_states_held(c) * T * h;
-  s.logits = 2 * T * V;
+  // A --model decoder under activations_per_layer takes its logits from the pool, per step.
+  s.logits = c.model.decoder() && step_detail::activations_per_layer(c) ? 0 : 2 * T * V;
   s.grad_hidden = 2 * T * h;
   if (c.model.decoder()) {
     s.decoder = decoder_sizes(c).total();

@@ -113,15 +113,20 @@ DecoderSizes decoder_sizes(const RunConfig& c) {
   s.saved_per_layer = saved_offsets(d).end;
   s.saved_layers = blocks ? 0 : s.saved_per_layer * n;
   s.head_saved = padded(4 * d.T) + padded(2 * d.T * d.h);
-  s.scratch = scratch_offsets(d).end;
+  s.scratch = blocks ? 0 : scratch_offsets(d).end;
   if (c.model.arch.tie_embeddings)
     s.tied_grad = 2 * static_cast<std::uint64_t>(c.model.vocab) * d.h;
   const std::uint64_t eager_per_layer = uses_eager_decoder(c) ? eager_saved_bytes_per_layer(c) : 0;
   if (uses_eager_decoder(c)) {
     s.eager = (blocks ? 0 : eager_per_layer * n) + padded(2 * d.T * d.h) + padded(4 * d.T * d.h) +
-              eager_scratch_bytes(c);
+              (blocks ? eager_tables_bytes(c) : eager_scratch_bytes(c));
   }
-  if (blocks) s.layer_block = s.saved_per_layer + eager_per_layer;
+  if (blocks) {
+    s.layer_block = s.saved_per_layer + eager_per_layer;
+    s.module_scratch =
+        scratch_offsets(d).end + (uses_eager_decoder(c) ? eager_transient_bytes(c) : 0);
+    s.logits_block = 2 * static_cast<std::uint64_t>(c.model.vocab) * d.T;
+  }
   return s;
 }
 
@@ -192,6 +197,8 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   saved_ = DeviceBuffer(dev, s.saved_layers);
   head_saved_ = DeviceBuffer(dev, s.head_saved);
   scratch_ = DeviceBuffer(dev, s.scratch);
+  module_scratch_ = s.module_scratch;
+  logits_bytes_ = s.logits_block;
   tied_grad_ = DeviceBuffer(dev, s.tied_grad);
   const Dims d = dims_of(c);
   const SavedOffsets so = saved_offsets(d);
@@ -202,20 +209,12 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   const auto b = [](char* base, std::uint64_t off) { return reinterpret_cast<bf16*>(base + off); };
   if (pool_ != nullptr) layer_blocks_.assign(static_cast<std::size_t>(n_), nullptr);
   const ScratchOffsets co = scratch_offsets(d);
-  char* sc = scratch_.as<char>();
-  sc_ = {{b(sc, co.t[0]), b(sc, co.t[1]), b(sc, co.t[2]), b(sc, co.t[3])},
-         b(sc, co.tk),
-         b(sc, co.tv),
-         b(sc, co.dprobs),
-         b(sc, co.dtmp),
-         b(sc, co.dtmp2),
-         b(sc, co.dact),
-         b(sc, co.dgate),
-         b(sc, co.dup),
-         b(sc, co.probs),
-         b(sc, co.krep),
-         b(sc, co.vrep),
-         b(sc, co.xmid)};
+  const std::uint64_t offsets[16] = {co.t[0],   co.t[1], co.t[2],  co.t[3], co.tk,    co.tv,
+                                     co.dprobs, co.dtmp, co.dtmp2, co.dact, co.dgate, co.dup,
+                                     co.probs,  co.krep, co.vrep,  co.xmid};
+  std::copy(std::begin(offsets), std::end(offsets), std::begin(sc_at_));
+  scratch_bytes_ = co.end;
+  if (pool_ == nullptr) bind_scratch(scratch_.as<char>());
   rstd_f_ = head_saved_.as<float>();
   xf_ = b(head_saved_.as<char>(), padded(4 * d.T));
   eager_ = uses_eager_decoder(c);
@@ -226,8 +225,13 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
     eager_saved_ = DeviceBuffer(dev, layers + padded(2 * d.T * d.h) + padded(4 * d.T * d.h));
     xhat_f_ = b(eager_saved_.as<char>(), layers);
     x32_f_ = reinterpret_cast<float*>(eager_saved_.as<char>() + layers + padded(2 * d.T * d.h));
-    eager_scratch_ = DeviceBuffer(dev, eager_scratch_bytes(c));
-    eager_math_ = EagerDecoder(dev, c, eager_scratch_.as<void>());
+    if (pool_ != nullptr) {  // the transient part comes with each module's scratch block
+      eager_scratch_ = DeviceBuffer(dev, eager_tables_bytes(c));
+      eager_math_ = EagerDecoder(dev, c, nullptr, eager_scratch_.as<void>());
+    } else {
+      eager_scratch_ = DeviceBuffer(dev, eager_scratch_bytes(c));
+      eager_math_ = EagerDecoder(dev, c, eager_scratch_.as<void>());
+    }
   }
 }
 
@@ -296,7 +300,10 @@ void DecoderMath::heads_backward(const bf16* dqh, const bf16* dkh, const bf16* d
 }
 
 DecoderMath::~DecoderMath() {
-  for (void* block : layer_blocks_) {
+  std::vector<void*> blocks = layer_blocks_;
+  blocks.push_back(scratch_block_);
+  blocks.push_back(logits_block_);
+  for (void* block : blocks) {
     if (block != nullptr) pool_->deallocate(block);  // the arm is over: nothing runs any more
   }
 }
@@ -327,6 +334,48 @@ void DecoderMath::give_layer_block(std::int64_t layer) const {
   block = nullptr;
 }
 
+void DecoderMath::bind_scratch(char* base) const {
+  bf16* p[16];
+  for (int i = 0; i < 16; ++i) p[i] = reinterpret_cast<bf16*>(base + sc_at_[i]);
+  sc_ = {{p[0], p[1], p[2], p[3]},
+         p[4],
+         p[5],
+         p[6],
+         p[7],
+         p[8],
+         p[9],
+         p[10],
+         p[11],
+         p[12],
+         p[13],
+         p[14],
+         p[15]};
+  if (eager_) eager_math_.place_transient(base + scratch_bytes_);
+}
+
+// The module's temporaries, as PyTorch allocates them per operation: one block from its first
+// kernel to the end of its math (backward: before its gradients' hooks run). A block left by a
+// step that failed half-way is reused.
+void DecoderMath::take_scratch() const {
+  if (pool_ == nullptr) return;
+  if (scratch_block_ == nullptr) scratch_block_ = pool_->allocate(module_scratch_);
+  bind_scratch(static_cast<char*>(scratch_block_));
+}
+
+void DecoderMath::give_scratch() const {
+  if (pool_ == nullptr || scratch_block_ == nullptr) return;
+  pool_->deallocate_after(scratch_block_, Queue::compute);
+  scratch_block_ = nullptr;
+}
+
+// The head's logits (and, in its backward, their gradient): a block from the head's forward
+// until its gradients are complete; the caller's buffer without the pool.
+bf16* DecoderMath::logits() const {
+  if (pool_ == nullptr) return logits_;
+  if (logits_block_ == nullptr) logits_block_ = pool_->allocate(logits_bytes_);
+  return static_cast<bf16*>(logits_block_);
+}
+
 DecoderMath::Saved DecoderMath::saved(std::int64_t layer) const {
   char* base = layer_base(layer);
   const auto b = [&](int i) { return reinterpret_cast<bf16*>(base + saved_at_[i]); };
@@ -355,10 +404,14 @@ void DecoderMath::forward(std::int64_t j, const bf16* w, const bf16* shared) con
     if (tied_ && shared == nullptr) {
       throw std::logic_error("decoder head: tied lm_head without the embedding table");
     }
+    take_scratch();
     head_forward(w, tied_ ? shared : w + h_);
+    give_scratch();
   } else {
     take_layer_block(j - 1);
+    take_scratch();
     layer_forward(j - 1, w);
+    give_scratch();
   }
 }
 
@@ -368,6 +421,7 @@ void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
     if (tied_ && shared == nullptr) {
       throw std::logic_error("decoder head: tied lm_head without the embedding table");
     }
+    take_scratch();
     head_backward(w, g, grads_done, tied_ ? shared : w + h_);
   } else if (j == 0) {
     // The lookup's gradient, plus the tied lm_head's (computed first, in the head's backward).
@@ -376,6 +430,7 @@ void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
     if (tied_) dev_->residual_add(g, tied_grad_.as<bf16>(), V_ * h_);
     if (grads_done) grads_done();
   } else {
+    take_scratch();
     layer_backward(j - 1, w, g, grads_done);
     give_layer_block(j - 1);
   }
@@ -383,18 +438,24 @@ void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
 
 void DecoderMath::head_forward(const bf16* w, const bf16* table) const {
   norm_forward(x(n_), w, xf_, rstd_f_, {x32_f_, rstd_f_, xhat_f_});
-  linear(xf_, table, logits_, T_, h_, V_);
-  dev_->sum(logits_, T_ * V_, loss_);
+  bf16* out = logits();
+  linear(xf_, table, out, T_, h_, V_);
+  dev_->sum(out, T_ * V_, loss_);
 }
 
 void DecoderMath::head_backward(const bf16* w, bf16* g, const std::function<void()>& grads_done,
                                 const bf16* table) const {
-  bf16* dlogits = logits_;             // dead once the loss is summed
+  bf16* dlogits = logits();            // dead once the loss is summed
   dev_->fill(dlogits, 1.0f, T_ * V_);  // d(sum)/d(logit) = 1
   bf16* g_lm = tied_ ? tied_grad_.as<bf16>() : g + h_;
   dev_->gemm({true, false, V_, h_, T_, dlogits, V_, xf_, h_, g_lm, h_});
   dev_->gemm({false, false, T_, h_, V_, dlogits, V_, table, h_, sc_.dtmp, h_});
   norm_backward(sc_.dtmp, x(n_), w, rstd_f_, {x32_f_, rstd_f_, xhat_f_}, dy_, g);
+  give_scratch();
+  if (pool_ != nullptr) {
+    pool_->deallocate_after(logits_block_, Queue::compute);
+    logits_block_ = nullptr;
+  }
   if (grads_done) grads_done();
 }
 
@@ -462,8 +523,9 @@ void DecoderMath::layer_backward(std::int64_t layer, const bf16* w, bf16* g,
   attention_backward(a, w, g);
   norm_backward(sc_.dtmp, x(layer), w + off_.ln1, a.rstd1, {e.x32_1, a.rstd1, e.xhat1}, sc_.dtmp2,
                 g + off_.ln1);
-  if (grads_done) grads_done();
   dev.residual_add(dy_, sc_.dtmp2, T_ * h_);  // dy is now d x_i
+  give_scratch();  // before the hooks, whose flush allocates: the temporaries are dead
+  if (grads_done) grads_done();
 }
 
 // From dy = d x_mid to d xn1 in sc_.dtmp, with the gradients of q/k/v/o (and their biases).

@@ -34,6 +34,12 @@ struct DecoderSizes {
   // (every layer's unless in per-layer blocks, and the head's) and its scratch; 0 for the
   // other schedules.
   std::uint64_t eager = 0;
+  // Per-module pool blocks (activations_per_layer), which total() leaves out: a layer's or the
+  // head's forward and backward temporaries (the scratch, and the eager decoder's transient
+  // ones; `scratch` and `eager` are without them then), from the module's first kernel until
+  // its gradients are complete; the head's logits, from its forward until its gradients are.
+  std::uint64_t module_scratch = 0;
+  std::uint64_t logits_block = 0;
   std::uint64_t total() const { return saved_layers + head_saved + scratch + tied_grad + eager; }
 };
 DecoderSizes decoder_sizes(const RunConfig& config);
@@ -89,6 +95,12 @@ class DecoderMath {
   char* layer_base(std::int64_t layer) const;
   void take_layer_block(std::int64_t layer) const;
   void give_layer_block(std::int64_t layer) const;
+  // The per-module blocks of DecoderSizes (no-ops without the pool): the scratch block, which
+  // sc_ and the eager decoder's transient buffers point into while it is held, and the logits.
+  void take_scratch() const;
+  void give_scratch() const;
+  void bind_scratch(char* base) const;
+  bf16* logits() const;
   Saved saved(std::int64_t layer) const;
   bf16* x(std::int64_t i) const { return hidden_ + (i % hidden_held_) * T_ * h_; }
   void layer_forward(std::int64_t layer, const bf16* w) const;
@@ -135,12 +147,17 @@ class DecoderMath {
   std::uint64_t eager_stride_ = 0;  // eager_saved_bytes_per_layer
   CachingPoolDevice* pool_ = nullptr;
   mutable std::vector<void*> layer_blocks_;  // per-layer blocks; empty without the pool
-  Scratch sc_{};
+  mutable Scratch sc_{};
+  std::uint64_t sc_at_[16] = {};     // byte offsets of Scratch's members, in their order
+  std::uint64_t scratch_bytes_ = 0;  // DecoderSizes::scratch of the fixed layout
+  std::uint64_t module_scratch_ = 0, logits_bytes_ = 0;  // DecoderSizes' per-module blocks
+  mutable void* scratch_block_ = nullptr;
+  mutable void* logits_block_ = nullptr;
   bf16* xf_ = nullptr;       // the final norm's output [T,h]
   float* rstd_f_ = nullptr;  // and its rstd [T]
   bool eager_ = false;       // --schedule deepspeed: eager PyTorch's kernels (eager_decoder.hpp)
   DeviceBuffer eager_saved_, eager_scratch_;
-  EagerDecoder eager_math_;
+  mutable EagerDecoder eager_math_;
   bf16* xhat_f_ = nullptr;  // eager: the final norm's x*rstd
   float* x32_f_ = nullptr;  // and its fp32 x
 };

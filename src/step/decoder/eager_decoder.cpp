@@ -64,11 +64,20 @@ Shape shape_of(const RunConfig& c) {
 
 }  // namespace
 
-std::uint64_t eager_scratch_bytes(const RunConfig& c) {
+std::uint64_t eager_transient_bytes(const RunConfig& c) {
   const Shape s = shape_of(c);
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   return 4 * padded(4 * u(s.T * s.h)) + 2 * padded(2 * u(s.T * s.h)) + 4 * padded(4 * u(s.T)) +
-         4 * padded(2 * u(s.T * s.q)) + padded(2 * u(s.T * s.kv)) + padded(4 * u(s.S * s.D));
+         4 * padded(2 * u(s.T * s.q)) + padded(2 * u(s.T * s.kv));
+}
+
+std::uint64_t eager_tables_bytes(const RunConfig& c) {
+  const Shape s = shape_of(c);
+  return padded(4 * static_cast<std::uint64_t>(s.S * s.D));
+}
+
+std::uint64_t eager_scratch_bytes(const RunConfig& c) {
+  return eager_transient_bytes(c) + eager_tables_bytes(c);
 }
 
 std::uint64_t eager_saved_bytes_per_layer(const RunConfig& c) {
@@ -77,26 +86,23 @@ std::uint64_t eager_saved_bytes_per_layer(const RunConfig& c) {
   return 2 * padded(4 * u(s.T * s.h)) + 2 * padded(2 * u(s.T * s.h)) + padded(2 * u(s.T * s.F));
 }
 
-EagerDecoder::EagerDecoder(Device& dev, const RunConfig& c, void* scratch) : dev_(&dev) {
+EagerDecoder::EagerDecoder(Device& dev, const RunConfig& c, void* scratch)
+    : EagerDecoder(dev, c, scratch, static_cast<char*>(scratch) + eager_transient_bytes(c)) {}
+
+EagerDecoder::EagerDecoder(Device& dev, const RunConfig& c, void* transient, void* tables_at)
+    : dev_(&dev) {
   const Shape s = shape_of(c);
   B_ = c.batch;
   S_ = c.seq;
   H_ = c.model.arch.heads;
   K_ = c.model.arch.kv_heads;
   D_ = s.D;
-  char* at = static_cast<char*>(scratch);
-  const auto take = [&](std::uint64_t bytes) {
-    char* here = at;
-    at += padded(bytes);
-    return here;
-  };
-  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-  for (float*& p : f32_) p = reinterpret_cast<float*>(take(4 * u(s.T * s.h)));
-  for (bf16*& p : bf_) p = reinterpret_cast<bf16*>(take(2 * u(s.T * s.h)));
-  for (float*& p : rows_) p = reinterpret_cast<float*>(take(4 * u(s.T)));
-  for (bf16*& p : rot_) p = reinterpret_cast<bf16*>(take(2 * u(s.T * s.q)));
-  kv_small_ = reinterpret_cast<bf16*>(take(2 * u(s.T * s.kv)));
-  auto* tables = reinterpret_cast<bf16*>(take(4 * u(S_ * D_)));
+  T_ = s.T;
+  h_ = s.h;
+  q_ = s.q;
+  kv_ = s.kv;
+  if (transient != nullptr) place_transient(transient);
+  auto* tables = static_cast<bf16*>(tables_at);
   // LlamaRotaryEmbedding: inv_freq = 1 / theta^(2d/D) and the angle s * inv_freq in fp32,
   // cat(freqs, freqs), cos and sin, to(bf16).
   const std::int64_t half = D_ / 2;
@@ -118,6 +124,21 @@ EagerDecoder::EagerDecoder(Device& dev, const RunConfig& c, void* scratch) : dev
   dev.synchronize();  // the host table dies here
   cos_ = tables;
   sin_ = cos_ + S_ * D_;
+}
+
+void EagerDecoder::place_transient(void* transient) {
+  char* at = static_cast<char*>(transient);
+  const auto take = [&](std::uint64_t bytes) {
+    char* here = at;
+    at += padded(bytes);
+    return here;
+  };
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  for (float*& p : f32_) p = reinterpret_cast<float*>(take(4 * u(T_ * h_)));
+  for (bf16*& p : bf_) p = reinterpret_cast<bf16*>(take(2 * u(T_ * h_)));
+  for (float*& p : rows_) p = reinterpret_cast<float*>(take(4 * u(T_)));
+  for (bf16*& p : rot_) p = reinterpret_cast<bf16*>(take(2 * u(T_ * q_)));
+  kv_small_ = reinterpret_cast<bf16*>(take(2 * u(T_ * kv_)));
 }
 
 void EagerDecoder::rmsnorm_forward(const bf16* x, const bf16* w, bf16* y, const NormSaved& saved,

@@ -40,6 +40,10 @@ std::uint64_t hidden_states_held(const RunConfig& config);
 // temporaries and tables) and of what it saves per layer beyond decoder_math's (RMSNorm's fp32
 // x and bf16 x*rstd twice, SiLU's output).
 std::uint64_t eager_scratch_bytes(const RunConfig& config);
+// Its two parts: the intermediates one module's forward or backward uses and leaves dead
+// (transient), and the rotary tables, uploaded once.
+std::uint64_t eager_transient_bytes(const RunConfig& config);
+std::uint64_t eager_tables_bytes(const RunConfig& config);
 std::uint64_t eager_saved_bytes_per_layer(const RunConfig& config);
 
 class EagerDecoder {
@@ -49,6 +53,11 @@ class EagerDecoder {
   // uploads the rotary tables there (bf16 cos / sin [seq, head_dim], as LlamaRotaryEmbedding
   // returns them); returns with the device idle.
   EagerDecoder(Device& dev, const RunConfig& config, void* scratch);
+  // The same with the two parts apart: `tables` (eager_tables_bytes) for the arm, `transient`
+  // (eager_transient_bytes) placed now, or later and per module (nullptr: place_transient
+  // before any kernel), as PyTorch allocates such temporaries per operation.
+  EagerDecoder(Device& dev, const RunConfig& config, void* transient, void* tables);
+  void place_transient(void* transient);
 
   // LlamaRMSNorm: to(fp32), pow(2), mean(-1), + eps, rsqrt, *, to(bf16), weight *. Saves
   // what autograd saves for the backward: x32 = x as fp32 and rstd [rows] (fp32), xhat =
@@ -87,7 +96,7 @@ class EagerDecoder {
 
  private:
   Device* dev_ = nullptr;
-  std::int64_t B_ = 0, S_ = 0, H_ = 0, K_ = 0, D_ = 0;
+  std::int64_t B_ = 0, S_ = 0, H_ = 0, K_ = 0, D_ = 0, T_ = 0, h_ = 0, q_ = 0, kv_ = 0;
   float* f32_[4] = {};   // [T, hidden] fp32 intermediates
   bf16* bf_[2] = {};     // [T, hidden] bf16 intermediates
   float* rows_[4] = {};  // [T] fp32

@@ -94,11 +94,24 @@ struct Walk {
 
 DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout, int ranks,
                             const std::vector<std::int64_t>& partition_elems,
-                            std::uint64_t layer_block) {
+                            const DsDecoderBlocks& decoder) {
   const auto M = static_cast<std::int64_t>(layout.modules.size());
   // Modules 1..M-2 are the decoder's layers (0: the embedding, M-1: the head).
   const auto layer_block_of = [&](std::int64_t j) {
-    return j > 0 && j < M - 1 ? layer_block : std::uint64_t{0};
+    return j > 0 && j < M - 1 ? decoder.layer_block : std::uint64_t{0};
+  };
+  const auto scratch_of = [&](std::int64_t j) {  // the layers' and the head's
+    return j > 0 ? decoder.module_scratch : std::uint64_t{0};
+  };
+  const auto logits_of = [&](std::int64_t j) {
+    return j == M - 1 ? decoder.logits : std::uint64_t{0};
+  };
+  // A block of `bytes` (none when 0) taken and given back around a module's math.
+  const auto take = [](auto& walk, std::uint64_t bytes) {
+    if (bytes > 0) walk.take(bytes);
+  };
+  const auto give = [](auto& walk, std::uint64_t bytes) {
+    if (bytes > 0) walk.give(bytes);
   };
   const auto module_bytes = [&](std::int64_t j) {
     return 2 * static_cast<std::uint64_t>(layout.modules[static_cast<std::size_t>(j)].count);
@@ -158,9 +171,16 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
         for (std::int64_t m : res.release(visit.released)) idle.push_back(m);
       }
     }
-    if (forward && layer_block_of(j) > 0) w.take(layer_block_of(j));  // what autograd saves
-    if (!forward) {
+    if (forward) {
+      take(w, layer_block_of(j));  // what autograd saves
+      take(w, scratch_of(j));      // DecoderMath::forward's scratch, then the head's logits
+      take(w, logits_of(j));
+      give(w, scratch_of(j));
+    } else {
       w.take(module_bytes(j));  // autograd's gradients of the module
+      take(w, scratch_of(j));   // dead, with the logits, before the module's hooks run
+      give(w, scratch_of(j));
+      give(w, logits_of(j));
       for (const DsVisit* visit : group) {
         for (bool flush_first : visit->flush_before) {
           if (flush_first) flush();

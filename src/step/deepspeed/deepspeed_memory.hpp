@@ -60,14 +60,20 @@ std::int64_t ds_norm_view_elems(std::int64_t n);
 
 // One step's device allocations beyond the arm's fixed buffers, walked in the runner's order
 // with the pool's rounding: the most allocated at once (bytes). `partition_elems[id]`: the
-// elements of tensor id's partition on this rank (one rank: the tensor). `layer_block`: a
-// decoder layer's saved activations (DecoderSizes::layer_block), taken in its forward and given
-// back after its backward; 0 for the synthetic model, whose activations are fixed buffers.
+// elements of tensor id's partition on this rank (one rank: the tensor). `decoder`: a --model
+// decoder's pool blocks (DecoderSizes; all 0 for the synthetic model, whose activations are
+// fixed buffers): a layer's saved activations, taken in its forward and given back after its
+// backward; each layer's and the head's scratch, held through the module's math (backward:
+// until its gradients are complete, before the hooks); the head's logits, from its forward to
+// the end of its backward's math.
+struct DsDecoderBlocks {
+  std::uint64_t layer_block = 0, module_scratch = 0, logits = 0;
+};
 struct DsStepMemory {
   std::uint64_t peak = 0;
 };
 DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout, int ranks,
                             const std::vector<std::int64_t>& partition_elems,
-                            std::uint64_t layer_block = 0);
+                            const DsDecoderBlocks& decoder = {});
 
 }  // namespace zob::step_detail

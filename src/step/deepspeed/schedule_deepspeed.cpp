@@ -35,9 +35,12 @@ class DeepSpeedCase final : public ScheduleCase {
     s.param_slot = s.grad_slot_bf16 = s.grad_slot_f32 = 0;
     s.reduce_bucket = CachingPoolDevice::fresh_block_size(2 * u(ds_bucket_elems(plan, knobs)));
     if (blocks) s.persistent = ds_persistent_bytes(plan, layout);
-    const std::uint64_t layer_block = c.model.decoder() ? decoder_sizes(c).layer_block : 0;
-    s.deepspeed_step =
-        ds_step_memory(plan, layout, ranks, parts.rank_elems(plan), layer_block).peak;
+    DsDecoderBlocks decoder;
+    if (c.model.decoder()) {
+      const DecoderSizes d = decoder_sizes(c);
+      decoder = {d.layer_block, d.module_scratch, d.logits_block};
+    }
+    s.deepspeed_step = ds_step_memory(plan, layout, ranks, parts.rank_elems(plan), decoder).peak;
     // --offload-ratio < 1: the device sub-groups' optimizer state, and torch's AdamW sqrt
     // temporary (the sub-group's size, one at a time) after backward has freed its blocks.
     const DsSubGroups groups = ds_sub_groups(plan, parts, c);
