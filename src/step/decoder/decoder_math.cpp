@@ -368,6 +368,12 @@ void DecoderMath::give_scratch() const {
   scratch_block_ = nullptr;
 }
 
+void DecoderMath::give_logits() const {
+  if (pool_ == nullptr || logits_block_ == nullptr) return;
+  pool_->deallocate_after(logits_block_, Queue::compute);
+  logits_block_ = nullptr;
+}
+
 // The head's logits (and, in its backward, their gradient): a block from the head's forward
 // until its gradients are complete; the caller's buffer without the pool.
 bf16* DecoderMath::logits() const {
@@ -452,10 +458,7 @@ void DecoderMath::head_backward(const bf16* w, bf16* g, const std::function<void
   dev_->gemm({false, false, T_, h_, V_, dlogits, V_, table, h_, sc_.dtmp, h_});
   norm_backward(sc_.dtmp, x(n_), w, rstd_f_, {x32_f_, rstd_f_, xhat_f_}, dy_, g);
   give_scratch();
-  if (pool_ != nullptr) {
-    pool_->deallocate_after(logits_block_, Queue::compute);
-    logits_block_ = nullptr;
-  }
+  give_logits();
   if (grads_done) grads_done();
 }
 

@@ -101,6 +101,7 @@ class DecoderMath {
   void give_scratch() const;
   void bind_scratch(char* base) const;
   bf16* logits() const;
+  void give_logits() const;
   Saved saved(std::int64_t layer) const;
   bf16* x(std::int64_t i) const { return hidden_ + (i % hidden_held_) * T_ * h_; }
   void layer_forward(std::int64_t layer, const bf16* w) const;

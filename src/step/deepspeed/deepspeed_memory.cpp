@@ -106,18 +106,19 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
   const auto logits_of = [&](std::int64_t j) {
     return j == M - 1 ? decoder.logits : std::uint64_t{0};
   };
-  // A block of `bytes` (none when 0) taken and given back around a module's math.
-  const auto take = [](auto& walk, std::uint64_t bytes) {
-    if (bytes > 0) walk.take(bytes);
-  };
-  const auto give = [](auto& walk, std::uint64_t bytes) {
-    if (bytes > 0) walk.give(bytes);
-  };
+
   const auto module_bytes = [&](std::int64_t j) {
     return 2 * static_cast<std::uint64_t>(layout.modules[static_cast<std::size_t>(j)].count);
   };
   const bool blocks = plan.offload_param || ranks > 1;
   Walk w;
+  // A block of `bytes` (none when 0) taken and given back around a module's math.
+  const auto take = [&w](std::uint64_t bytes) {
+    if (bytes > 0) w.take(bytes);
+  };
+  const auto give = [&w](std::uint64_t bytes) {
+    if (bytes > 0) w.give(bytes);
+  };
   DsResidency res(plan, M);
   std::vector<bool> held(static_cast<std::size_t>(M), false);  // a block on the device
   const auto free_idle = [&](const std::vector<std::int64_t>& idle) {
@@ -172,15 +173,15 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
       }
     }
     if (forward) {
-      take(w, layer_block_of(j));  // what autograd saves
-      take(w, scratch_of(j));      // DecoderMath::forward's scratch, then the head's logits
-      take(w, logits_of(j));
-      give(w, scratch_of(j));
+      take(layer_block_of(j));  // what autograd saves
+      take(scratch_of(j));      // DecoderMath::forward's scratch, then the head's logits
+      take(logits_of(j));
+      give(scratch_of(j));
     } else {
       w.take(module_bytes(j));  // autograd's gradients of the module
-      take(w, scratch_of(j));   // dead, with the logits, before the module's hooks run
-      give(w, scratch_of(j));
-      give(w, logits_of(j));
+      take(scratch_of(j));      // dead, with the logits, before the module's hooks run
+      give(scratch_of(j));
+      give(logits_of(j));
       for (const DsVisit* visit : group) {
         for (bool flush_first : visit->flush_before) {
           if (flush_first) flush();
