@@ -351,6 +351,9 @@ def run_child(args):
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if args.memory_history:
+        # From the start, so every block live at the step's peak has its allocation's frames.
+        torch.cuda.memory._record_memory_history(max_entries=4_000_000, context="all", stacks="python")
     if args.device_memory is not None:
         total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
         if args.device_memory > total:
@@ -407,6 +410,10 @@ def run_child(args):
         if sub_groups.get(k) is False:
             log(f"{arm}: WARNING: {k} is false: DeepSpeed's sub-groups are not what harness.py's "
                 f"sub_group_split / sub_group_devices predict")
+    if args.memory_history:
+        import memory_peak  # the marker block memory_peak.py finds the step loop's start by
+        marker = torch.empty(memory_peak.MARKER_BYTES, dtype=torch.uint8, device="cuda")
+        del marker
     torch.cuda.reset_peak_memory_stats()
 
     steps_s, fwd_s, bwd_s, opt_s, losses = [], [], [], [], []
@@ -440,6 +447,11 @@ def run_child(args):
             bwd_s.append(t2 - t1)
             opt_s.append(t3 - t2)
 
+    if args.memory_history:
+        path = f"{args.memory_history}-{arm}.pickle"
+        torch.cuda.memory._dump_snapshot(path)
+        torch.cuda.memory._record_memory_history(enabled=None)
+        log(f"{arm}: memory snapshot written to {path} (bench/deepspeed/memory_peak.py reads it)")
     result = {
         "arm": arm,
         "ranks": world,
@@ -1065,6 +1077,8 @@ def child_argv(args, arm):
         argv.append("--account")
     if args.eager_baseline:
         argv.append("--eager-baseline")
+    if args.memory_history:
+        argv += ["--memory-history", os.path.abspath(args.memory_history)]
     return argv
 
 
@@ -1225,6 +1239,10 @@ def parse_args(argv=None):
     ap.add_argument("--eager-baseline", action="store_true",
                     help="before DeepSpeed: the same model as a resident bf16 copy on the GPU, forward + "
                     "backward timed (and profiled with --profile): transformers' own cost")
+    ap.add_argument("--memory-history", metavar="PREFIX",
+                    help="record torch.cuda.memory's allocation history from the child's start and "
+                    "dump it after the steps to PREFIX-ARM.pickle (bench/deepspeed/memory_peak.py: "
+                    "what is live at the step's peak)")
     ap.add_argument("--child", choices=tuple(ARMS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     for k in ("hidden", "layers", "vocab", "batch", "seq", "steps"):

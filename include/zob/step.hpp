@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zob/collectives.hpp"
@@ -71,6 +72,10 @@ struct MemoryPlan {
   // of two, as PyTorch's caching host allocator (DeepSpeed's default pin backend) rounds it.
   std::uint64_t hostalloc_pinned_bytes = 0;
   std::uint64_t device_bytes = 0;  // one rank's device high-water mark (its pool's allocated peak)
+  // What device_bytes is made of, by name, in bytes (summing to it): the fixed buffers, then
+  // under --schedule deepspeed what the step holds at its peak (fetched parameters, module
+  // gradients, saved activations, the flush's temporaries, ...).
+  std::vector<std::pair<std::string, std::uint64_t>> device_parts;
   // --schedule deepspeed with --model: one decoder layer's saved activations, a block of the
   // caching pool from the layer's forward to its backward (0 where they are fixed buffers).
   std::uint64_t layer_activation_bytes = 0;

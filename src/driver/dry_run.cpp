@@ -73,6 +73,23 @@ nlohmann::ordered_json buffers_json(const MemoryPlan& plan) {
   return out;
 }
 
+// "reduce bucket 1.00 GB, fetched parameters 2.06 GB, ...": what the device figure is made of.
+std::string device_parts_text(const MemoryPlan& plan) {
+  std::string out;
+  for (const auto& [name, bytes] : plan.device_parts) {
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", name, gb(bytes));
+  }
+  return out.empty() ? "nothing" : out;
+}
+
+nlohmann::ordered_json device_parts_json(const MemoryPlan& plan) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& [name, bytes] : plan.device_parts) {
+    out.push_back({{"name", name}, {"bytes", bytes}});
+  }
+  return out;
+}
+
 // One configuration of a sweep: its plan and whether the pre-flight check passes it.
 struct PointPlan {
   RunConfig config;
@@ -203,6 +220,7 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
                                 {"host_mapped_bytes", mapped},
                                 {"device_bytes", plan.device_bytes}};
   }
+  out += fmt::format("device at its peak: {}\n", device_parts_text(plan));
   if (plan.layer_activation_bytes > 0) {
     out += fmt::format(
         "saved activations per layer: {} B, from the layer's forward to its backward (a block of "
@@ -257,6 +275,7 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
           {"host_pageable_bytes", plan.host_pageable_bytes},
           {"host_node_bytes", plan.host_node_bytes()},
           {"device_bytes", plan.device_bytes},
+          {"device_parts", device_parts_json(plan)},
           {"device_limit_bytes", device_limit},
           {"layer_activation_bytes", plan.layer_activation_bytes},
           {"host_buffers", buffers_json(plan)},

@@ -54,6 +54,36 @@ std::int64_t fetched_elements(const ModelLayout& layout) {
   return n - layout.modules.back().fetch_count();
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> DeviceSizes::named() const {
+  std::uint64_t walked = 0;
+  for (const auto& part : deepspeed_step_parts) walked += part.second;
+  const bool split = !deepspeed_step_parts.empty() && walked == deepspeed_step;
+  const std::pair<const char*, std::uint64_t> fixed[] = {
+      {"parameters (resident)", params},
+      {"fetch slots", 2 * param_slot},
+      {"gradient slots", 2 * (grad_slot_bf16 + grad_slot_f32)},
+      {"hidden states", hidden},
+      {"pre-activations", pre},
+      {"activations", act},
+      {"logits (resident)", logits},
+      {"hidden gradients", 2 * grad_hidden},
+      {"ffn gradients", 2 * grad_ffn},
+      {"token tables", tokens + loss},
+      {"reduce bucket", reduce_bucket},
+      {"persistent tensors", persistent},
+      {"the step's peak", split ? 0 : deepspeed_step},
+      {"shard stage", shard_stage},
+      {"decoder buffers", decoder},
+      {"rank buffers", deepspeed_ranks},
+      {"device optimizer", device_optimizer}};
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (const auto& [name, bytes] : fixed) {
+    if (bytes > 0) out.emplace_back(name, bytes);
+  }
+  if (split) out.insert(out.end(), deepspeed_step_parts.begin(), deepspeed_step_parts.end());
+  return out;
+}
+
 DeviceSizes device_sizes(const RunConfig& c, const ModelLayout& layout, int ranks) {
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   const std::uint64_t T = u(c.tokens()), h = u(c.model.hidden), V = u(c.model.vocab);
@@ -193,7 +223,9 @@ MemoryPlan plan_memory(const RunConfig& config, int ranks_on_node) {
     (b.pinned ? plan.host_pinned_bytes : plan.host_pageable_bytes) += b.bytes;
     if (b.pinned) plan.hostalloc_pinned_bytes += caching_host_allocation(b.bytes);
   }
-  plan.device_bytes = step_detail::device_sizes(config, layout, ranks).total();
+  const step_detail::DeviceSizes device = step_detail::device_sizes(config, layout, ranks);
+  plan.device_bytes = device.total();
+  plan.device_parts = device.named();
   schedule.plan_sub_groups(config, plan.optimizer_sub_groups, plan.device_sub_groups);
   if (config.model.decoder())
     plan.layer_activation_bytes = step_detail::decoder_sizes(config).layer_block;

@@ -2,6 +2,8 @@
 // allocates them) and plan_memory (which reports them), so the two cannot drift apart.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "step/device_buffer.hpp"
@@ -46,7 +48,13 @@ struct DeviceSizes {
   // --schedule deepspeed with --offload-ratio < 1: the device sub-groups' fp32 master,
   // gradient, exp_avg and exp_avg_sq (4 pool blocks of 4 B/param each per sub-group).
   std::uint64_t device_optimizer = 0;
+  // --schedule deepspeed: deepspeed_step split into its parts at the walk's peak (named as
+  // the dry run prints them); empty for the other schedules.
+  std::vector<std::pair<std::string, std::uint64_t>> deepspeed_step_parts;
 
+  // Every nonzero buffer by name, deepspeed_step by its parts where they sum to it; the
+  // figures sum to total().
+  std::vector<std::pair<std::string, std::uint64_t>> named() const;
   std::uint64_t total() const {
     return params + 2 * param_slot + 2 * (grad_slot_bf16 + grad_slot_f32) + hidden + pre + act +
            logits + 2 * grad_hidden + 2 * grad_ffn + tokens + loss + reduce_bucket + persistent +

@@ -403,9 +403,9 @@ void DecoderMath::linear(const bf16* x, const bf16* w, bf16* y, std::int64_t row
   dev_->gemm({false, true, rows, out, in, x, in, w, in, y, out});
 }
 
-void DecoderMath::forward(std::int64_t j, const bf16* w, const bf16* shared) const {
+void DecoderMath::forward(std::int64_t j, const ModuleWeights& w, const bf16* shared) const {
   if (j == 0) {
-    dev_->embedding_forward(ids_, w, x(0), T_, h_);
+    dev_->embedding_forward(ids_, w + 0, x(0), T_, h_);
   } else if (j == n_ + 1) {
     if (tied_ && shared == nullptr) {
       throw std::logic_error("decoder head: tied lm_head without the embedding table");
@@ -421,7 +421,7 @@ void DecoderMath::forward(std::int64_t j, const bf16* w, const bf16* shared) con
   }
 }
 
-void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
+void DecoderMath::backward(std::int64_t j, const ModuleWeights& w, bf16* g,
                            const std::function<void()>& grads_done, const bf16* shared) const {
   if (j == n_ + 1) {
     if (tied_ && shared == nullptr) {
@@ -442,27 +442,27 @@ void DecoderMath::backward(std::int64_t j, const bf16* w, bf16* g,
   }
 }
 
-void DecoderMath::head_forward(const bf16* w, const bf16* table) const {
-  norm_forward(x(n_), w, xf_, rstd_f_, {x32_f_, rstd_f_, xhat_f_});
+void DecoderMath::head_forward(const ModuleWeights& w, const bf16* table) const {
+  norm_forward(x(n_), w + 0, xf_, rstd_f_, {x32_f_, rstd_f_, xhat_f_});
   bf16* out = logits();
   linear(xf_, table, out, T_, h_, V_);
   dev_->sum(out, T_ * V_, loss_);
 }
 
-void DecoderMath::head_backward(const bf16* w, bf16* g, const std::function<void()>& grads_done,
-                                const bf16* table) const {
+void DecoderMath::head_backward(const ModuleWeights& w, bf16* g,
+                                const std::function<void()>& grads_done, const bf16* table) const {
   bf16* dlogits = logits();            // dead once the loss is summed
   dev_->fill(dlogits, 1.0f, T_ * V_);  // d(sum)/d(logit) = 1
   bf16* g_lm = tied_ ? tied_grad_.as<bf16>() : g + h_;
   dev_->gemm({true, false, V_, h_, T_, dlogits, V_, xf_, h_, g_lm, h_});
   dev_->gemm({false, false, T_, h_, V_, dlogits, V_, table, h_, sc_.dtmp, h_});
-  norm_backward(sc_.dtmp, x(n_), w, rstd_f_, {x32_f_, rstd_f_, xhat_f_}, dy_, g);
+  norm_backward(sc_.dtmp, x(n_), w + 0, rstd_f_, {x32_f_, rstd_f_, xhat_f_}, dy_, g);
   give_scratch();
   give_logits();
   if (grads_done) grads_done();
 }
 
-void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
+void DecoderMath::layer_forward(std::int64_t layer, const ModuleWeights& w) const {
   Device& dev = *dev_;
   const Saved a = saved(layer);
   const EagerSaved e = eager_ ? eager_saved(layer) : EagerSaved{};
@@ -502,7 +502,7 @@ void DecoderMath::layer_forward(std::int64_t layer, const bf16* w) const {
   dev.residual_add(x(layer + 1), a.xmid, T_ * h_);
 }
 
-void DecoderMath::layer_backward(std::int64_t layer, const bf16* w, bf16* g,
+void DecoderMath::layer_backward(std::int64_t layer, const ModuleWeights& w, bf16* g,
                                  const std::function<void()>& grads_done) const {
   Device& dev = *dev_;
   const Saved a = saved(layer);
@@ -532,7 +532,7 @@ void DecoderMath::layer_backward(std::int64_t layer, const bf16* w, bf16* g,
 }
 
 // From dy = d x_mid to d xn1 in sc_.dtmp, with the gradients of q/k/v/o (and their biases).
-void DecoderMath::attention_backward(const Saved& a, const bf16* w, bf16* g) const {
+void DecoderMath::attention_backward(const Saved& a, const ModuleWeights& w, bf16* g) const {
   Device& dev = *dev_;
   const std::int64_t BH = B_ * H_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D_));

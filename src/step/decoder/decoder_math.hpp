@@ -10,6 +10,7 @@
 #include "step/caching_pool.hpp"
 #include "step/decoder/eager_decoder.hpp"
 #include "step/device_buffer.hpp"
+#include "step/module_weights.hpp"
 #include "zob/config.hpp"
 #include "zob/device.hpp"
 #include "zob/model.hpp"
@@ -58,9 +59,9 @@ class DecoderMath {
   DecoderMath& operator=(const DecoderMath&) = delete;
 
   // As ModuleMath's; `shared` is the embedding table when the head is tied (required then).
-  void forward(std::int64_t j, const bf16* w, const bf16* shared) const;
-  void backward(std::int64_t j, const bf16* w, bf16* g, const std::function<void()>& grads_done,
-                const bf16* shared) const;
+  void forward(std::int64_t j, const ModuleWeights& w, const bf16* shared) const;
+  void backward(std::int64_t j, const ModuleWeights& w, bf16* g,
+                const std::function<void()>& grads_done, const bf16* shared) const;
 
  private:
   // Element offsets of a layer's tensors in its module (weights and gradients alike);
@@ -104,10 +105,10 @@ class DecoderMath {
   void give_logits() const;
   Saved saved(std::int64_t layer) const;
   bf16* x(std::int64_t i) const { return hidden_ + (i % hidden_held_) * T_ * h_; }
-  void layer_forward(std::int64_t layer, const bf16* w) const;
-  void layer_backward(std::int64_t layer, const bf16* w, bf16* g,
+  void layer_forward(std::int64_t layer, const ModuleWeights& w) const;
+  void layer_backward(std::int64_t layer, const ModuleWeights& w, bf16* g,
                       const std::function<void()>& grads_done) const;
-  void attention_backward(const Saved& a, const bf16* w, bf16* g) const;
+  void attention_backward(const Saved& a, const ModuleWeights& w, bf16* g) const;
   // The SDPA layout's backward: K and V repeated again and the probabilities recomputed.
   void recompute_attention(const Saved& a) const;
   // The parts whose kernels differ between the fused decoder and the eager one (eager_).
@@ -120,8 +121,8 @@ class DecoderMath {
   void heads_forward(const bf16* q, const bf16* k, const bf16* v, const Saved& a) const;
   void heads_backward(const bf16* dqh, const bf16* dkh, const bf16* dvh, bf16* dq, bf16* dk,
                       bf16* dv) const;
-  void head_forward(const bf16* w, const bf16* table) const;
-  void head_backward(const bf16* w, bf16* g, const std::function<void()>& grads_done,
+  void head_forward(const ModuleWeights& w, const bf16* table) const;
+  void head_backward(const ModuleWeights& w, bf16* g, const std::function<void()>& grads_done,
                      const bf16* table) const;
   // C = op(A) * op(B) through Device::gemm, the three shapes of a linear layer.
   void linear(const bf16* x, const bf16* w, bf16* y, std::int64_t rows, std::int64_t in,

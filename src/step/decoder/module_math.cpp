@@ -60,23 +60,23 @@ ModuleMath::ModuleMath(Device& dev, const RunConfig& c, const ModelLayout& layou
   }
 }
 
-void ModuleMath::forward(std::int64_t j, const bf16* w, const bf16* shared) const {
+void ModuleMath::forward(std::int64_t j, const ModuleWeights& w, const bf16* shared) const {
   if (decoder_) {
     decoder_->forward(j, w, shared);
     return;
   }
   Device& dev = *dev_;
   if (j == 0) {
-    dev.embedding_forward(ids_.as<std::int32_t>(), w, x(0), T_, h_);
+    dev.embedding_forward(ids_.as<std::int32_t>(), w + 0, x(0), T_, h_);
   } else if (j == n_ + 1) {
-    dev.gemm({false, true, T_, V_, h_, x(n_), h_, w, h_, logits_.as<bf16>(), V_});
+    dev.gemm({false, true, T_, V_, h_, x(n_), h_, w + 0, h_, logits_.as<bf16>(), V_});
     dev.sum(logits_.as<bf16>(), T_ * V_, loss_.as<float>());
   } else {
     const std::int64_t i = j - 1;
-    const bf16* w1 = w;
-    const bf16* b1 = w1 + F_ * h_;
-    const bf16* w2 = b1 + F_;
-    const bf16* b2 = w2 + h_ * F_;
+    const bf16* w1 = w + 0;  // fc1 weight and bias, fc2 weight and bias (tensor by tensor)
+    const bf16* b1 = w + F_ * h_;
+    const bf16* w2 = w + (F_ * h_ + F_);
+    const bf16* b2 = w + (2 * F_ * h_ + F_);
     dev.gemm({false, true, T_, F_, h_, x(i), h_, w1, h_, pre(i), F_});
     dev.bias_gelu_forward(pre(i), b1, act(i), T_, F_);
     // x_{i+1} = x_i + fc2(act): fc2 lands in x_{i+1}, then the residual is added in place
@@ -87,7 +87,7 @@ void ModuleMath::forward(std::int64_t j, const bf16* w, const bf16* shared) cons
   }
 }
 
-void ModuleMath::backward(std::int64_t j, const bf16* w, bf16* g,
+void ModuleMath::backward(std::int64_t j, const ModuleWeights& w, bf16* g,
                           const std::function<void()>& grads_done, const bf16* shared) const {
   if (decoder_) {
     decoder_->backward(j, w, g, grads_done, shared);
@@ -100,15 +100,15 @@ void ModuleMath::backward(std::int64_t j, const bf16* w, bf16* g,
     dev.fill(dlogits, 1.0f, T_ * V_);    // d(sum)/d(logit) = 1
     dev.gemm({true, false, V_, h_, T_, dlogits, V_, x(n_), h_, g, h_});
     if (grads_done) grads_done();
-    dev.gemm({false, false, T_, h_, V_, dlogits, V_, w, h_, dy, h_});
+    dev.gemm({false, false, T_, h_, V_, dlogits, V_, w + 0, h_, dy, h_});
   } else if (j == 0) {
     dev.fill_zero(Queue::compute, g, static_cast<std::size_t>(V_ * h_) * 2);
     dev.embedding_backward(index_, dy, g, h_);
     if (grads_done) grads_done();
   } else {
     const std::int64_t i = j - 1;
-    const bf16* w1 = w;
-    const bf16* w2 = w1 + F_ * h_ + F_;
+    const bf16* w1 = w + 0;
+    const bf16* w2 = w + (F_ * h_ + F_);
     bf16* gw1 = g;
     bf16* gb1 = gw1 + F_ * h_;
     bf16* gw2 = gb1 + F_;

@@ -28,13 +28,13 @@ class ModuleMath {
   // Module j (0: embedding, 1..n: blocks, n+1: head) with its bf16 parameters w. `shared`:
   // the module's shared tensors (ModuleSlice::shared: a --model decoder's tied lm_head, the
   // embedding table) wherever the caller holds them; required when the module has any.
-  void forward(std::int64_t j, const bf16* w, const bf16* shared = nullptr) const;
+  void forward(std::int64_t j, const ModuleWeights& w, const bf16* shared = nullptr) const;
   // Module j's gradients into g (laid out like the module's slice of the flat array). dy
   // holds the gradient of the module's output on entry and of its input on exit.
   // grads_done, if set, runs as soon as g is complete, before the input gradient is. A shared
   // tensor's gradient goes to its owner's g (the tied table's: the embedding's).
-  void backward(std::int64_t j, const bf16* w, bf16* g, const std::function<void()>& grads_done,
-                const bf16* shared = nullptr) const;
+  void backward(std::int64_t j, const ModuleWeights& w, bf16* g,
+                const std::function<void()>& grads_done, const bf16* shared = nullptr) const;
 
   float* loss() const { return loss_.as<float>(); }
 

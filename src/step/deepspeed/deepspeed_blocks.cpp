@@ -13,26 +13,33 @@ bf16* DeepSpeedRunner::param_of(int id) const {
   const DsTensor& t = tensor(id);
   if (!param_blocks_) return params_.as<bf16>() + t.offset;
   const auto m = static_cast<std::size_t>(t.module);
-  if (block_[m] == nullptr) {
-    throw std::logic_error("deepspeed: " + t.name + " used while its module holds no block");
+  if (resident_block_[m] != nullptr) {
+    return static_cast<bf16*>(resident_block_[m]) + (t.offset - layout_.modules[m].offset);
   }
-  return static_cast<bf16*>(block_[m]) + (t.offset - layout_.modules[m].offset);
+  if (t.persistent) return persistent_slot(id);
+  void* b = tensor_block_[static_cast<std::size_t>(id)];
+  if (b == nullptr)
+    throw std::logic_error("deepspeed: " + t.name + " used while it holds no block");
+  return static_cast<bf16*>(b);
 }
 
-bf16* DeepSpeedRunner::module_params(std::int64_t j) const {
+ModuleWeights DeepSpeedRunner::module_params(std::int64_t j) const {
   const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
   if (!param_blocks_) return params_.as<bf16>() + m.offset;
-  // Every tensor the module computes with was fetched into this block: its other bytes are
-  // another owner's (deepspeed_memory.hpp).
-  for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
-    if (plan_.tensors[id].module == j && !plan_.tensors[id].persistent && !fetched_[id]) {
-      throw std::logic_error("deepspeed: module " + m.name + " runs without its tensor " +
-                             plan_.tensors[id].name + " fetched");
+  if (resident_block_[static_cast<std::size_t>(j)] != nullptr)
+    return static_cast<const bf16*>(resident_block_[static_cast<std::size_t>(j)]);
+  // Every tensor the module computes with was fetched into its block; a persistent one is
+  // read from its resident slot (DeepSpeed's persistent parameter stays where it is).
+  std::vector<std::pair<std::int64_t, const bf16*>> at;
+  for (int id : tensors_of_module_[static_cast<std::size_t>(j)]) {
+    const DsTensor& t = tensor(id);
+    if (!t.persistent && !fetched_[static_cast<std::size_t>(id)]) {
+      throw std::logic_error("deepspeed: module " + m.name + " runs without its tensor " + t.name +
+                             " fetched");
     }
+    at.emplace_back(t.offset - m.offset, param_of(id));
   }
-  void* b = block_[static_cast<std::size_t>(j)];
-  if (b == nullptr) throw std::logic_error("deepspeed: module " + m.name + " runs unfetched");
-  return static_cast<bf16*>(b);
+  return ModuleWeights(std::move(at));
 }
 
 bf16* DeepSpeedRunner::persistent_slot(int id) const {
@@ -45,15 +52,18 @@ bf16* DeepSpeedRunner::persistent_slot(int id) const {
 void DeepSpeedRunner::allocate_param_blocks() {
   const auto M = static_cast<std::size_t>(modules());
   param_blocks_ = offload() || sharded();
-  block_.assign(M, nullptr);
+  resident_block_.assign(M, nullptr);
+  tensor_block_.assign(plan_.tensors.size(), nullptr);
+  tensors_of_module_.assign(M, {});
+  for (std::size_t id = 0; id < plan_.tensors.size(); ++id)  // in offset order
+    tensors_of_module_[static_cast<std::size_t>(plan_.tensors[id].module)].push_back(
+        static_cast<int>(id));
   shared_id_.assign(M, -1);
-  persistent_of_module_.assign(M, {});
   persistent_at_.assign(plan_.tensors.size(), -1);
   std::int64_t slots = 0;
   for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
     const DsTensor& t = plan_.tensors[id];
     if (!t.persistent) continue;
-    persistent_of_module_[static_cast<std::size_t>(t.module)].push_back(static_cast<int>(id));
     if (!residency_.resident(t.module)) {
       persistent_at_[id] = slots;
       slots += t.count;
@@ -70,7 +80,7 @@ void DeepSpeedRunner::allocate_param_blocks() {
     persistent_ = DeviceBuffer(mem_, 2 * static_cast<std::uint64_t>(slots));
     for (std::size_t j = 0; j < M; ++j) {
       if (residency_.resident(static_cast<std::int64_t>(j)))
-        block_[j] = mem_.allocate(2 * static_cast<std::size_t>(layout_.modules[j].count));
+        resident_block_[j] = mem_.allocate(2 * static_cast<std::size_t>(layout_.modules[j].count));
     }
   }
   bucket_ = DeviceBuffer(mem_, 2 * static_cast<std::uint64_t>(ds_bucket_elems(plan_, knobs_)));
@@ -81,28 +91,22 @@ void DeepSpeedRunner::allocate_param_blocks() {
 
 void DeepSpeedRunner::make_live(const std::vector<int>& ids, Queue q) {
   if (!param_blocks_) return;
-  for (std::int64_t j : residency_.make_live(ids)) {
-    const auto m = static_cast<std::size_t>(j);
-    if (block_[m] != nullptr) continue;  // released in this module's visits, not yet freed
+  for (int id : residency_.make_live(ids)) {
+    void*& b = tensor_block_[static_cast<std::size_t>(id)];
+    if (b != nullptr) continue;  // released in this module's visits, not yet freed
     // A block of the fetch's queue, as DeepSpeed allocates it on its all-gather stream.
-    block_[m] = mem_.allocate_on(q, 2 * static_cast<std::size_t>(layout_.modules[m].count));
-    for (int id : persistent_of_module_[m]) {
-      dev_.copy_on_device(q, param_of(id), persistent_slot(id),
-                          2 * static_cast<std::size_t>(tensor(id).count));
-    }
+    b = mem_.allocate_on(q, 2 * static_cast<std::size_t>(tensor(id).count));
   }
   for (int id : ids) fetched_[static_cast<std::size_t>(id)] = true;  // the caller copies them
 }
 
 void DeepSpeedRunner::free_idle_blocks() {
-  for (std::int64_t j : to_free_) {
-    void*& b = block_[static_cast<std::size_t>(j)];
-    if (b == nullptr || residency_.live_count(j) > 0) continue;
+  for (int id : to_free_) {
+    void*& b = tensor_block_[static_cast<std::size_t>(id)];
+    if (b == nullptr || residency_.live(id)) continue;
     mem_.deallocate_after(b, Queue::compute);
     b = nullptr;
-    for (std::size_t id = 0; id < plan_.tensors.size(); ++id) {
-      if (plan_.tensors[id].module == j) fetched_[id] = false;
-    }
+    fetched_[static_cast<std::size_t>(id)] = false;
   }
   to_free_.clear();
 }

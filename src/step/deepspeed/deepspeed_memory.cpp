@@ -11,20 +11,19 @@ namespace zob::step_detail {
 DsResidency::DsResidency(const DeepSpeedPlan& plan, std::int64_t modules)
     : plan_(&plan),
       fetched_(static_cast<std::size_t>(modules), 0),
-      live_(static_cast<std::size_t>(modules), 0),
       tensor_live_(plan.tensors.size(), false) {
   for (const DsTensor& t : plan.tensors) {
     if (!t.persistent) ++fetched_[static_cast<std::size_t>(t.module)];
   }
 }
 
-std::vector<std::int64_t> DsResidency::make_live(const std::vector<int>& ids) {
-  std::vector<std::int64_t> out;
+std::vector<int> DsResidency::make_live(const std::vector<int>& ids) {
+  std::vector<int> out;
   for (int id : ids) {
     const DsTensor& t = plan_->tensors[static_cast<std::size_t>(id)];
     if (t.persistent || tensor_live_[static_cast<std::size_t>(id)]) continue;
     tensor_live_[static_cast<std::size_t>(id)] = true;
-    if (live_[static_cast<std::size_t>(t.module)]++ == 0) out.push_back(t.module);
+    out.push_back(id);
   }
   return out;
 }
@@ -34,18 +33,18 @@ bool DsResidency::live(int id) const {
          tensor_live_[static_cast<std::size_t>(id)];
 }
 
-std::vector<std::int64_t> DsResidency::release(const std::vector<int>& ids) {
-  std::vector<std::int64_t> out;
+std::vector<int> DsResidency::release(const std::vector<int>& ids) {
+  std::vector<int> out;
   for (int id : ids) {
     const DsTensor& t = plan_->tensors[static_cast<std::size_t>(id)];
     if (t.persistent || !tensor_live_[static_cast<std::size_t>(id)]) continue;
     tensor_live_[static_cast<std::size_t>(id)] = false;
-    if (--live_[static_cast<std::size_t>(t.module)] == 0) out.push_back(t.module);
+    out.push_back(id);
   }
   return out;
 }
 
-std::vector<std::int64_t> DsResidency::release_all() {
+std::vector<int> DsResidency::release_all() {
   std::vector<int> ids;
   for (std::size_t id = 0; id < tensor_live_.size(); ++id) {
     if (tensor_live_[id]) ids.push_back(static_cast<int>(id));
@@ -79,15 +78,44 @@ std::int64_t ds_norm_view_elems(std::int64_t n) {
   return std::min(n, kNormBuffer);
 }
 
+const char* ds_step_part_name(DsStepPart p) {
+  switch (p) {
+    case DsStepPart::parameters: return "fetched parameters";
+    case DsStepPart::gradients: return "module gradients";
+    case DsStepPart::activations: return "saved activations";
+    case DsStepPart::scratch: return "module scratch";
+    case DsStepPart::logits: return "logits";
+    case DsStepPart::bucket_copy: return "bucket copy";
+    case DsStepPart::partition_copies: return "gradient partition copies";
+    case DsStepPart::norm_views: return "norm views (fp64)";
+    case DsStepPart::norms: return "norms";
+    case DsStepPart::fp32_casts: return "fp32 gradient casts";
+    case DsStepPart::count: break;
+  }
+  return "?";
+}
+
 namespace {
 
+// The pool's allocated bytes, per part, as the runner's blocks come and go; at_peak is the
+// split at the first moment the total reached its peak.
 struct Walk {
   std::uint64_t now = 0, peak = 0;
-  void take(std::uint64_t bytes) {
-    now += CachingPoolDevice::fresh_block_size(bytes);
-    peak = std::max(peak, now);
+  std::array<std::uint64_t, kDsStepParts> parts{}, at_peak{};
+  void take(DsStepPart p, std::uint64_t bytes) {
+    const std::uint64_t b = CachingPoolDevice::fresh_block_size(bytes);
+    now += b;
+    parts[static_cast<std::size_t>(p)] += b;
+    if (now > peak) {
+      peak = now;
+      at_peak = parts;
+    }
   }
-  void give(std::uint64_t bytes) { now -= CachingPoolDevice::fresh_block_size(bytes); }
+  void give(DsStepPart p, std::uint64_t bytes) {
+    const std::uint64_t b = CachingPoolDevice::fresh_block_size(bytes);
+    now -= b;
+    parts[static_cast<std::size_t>(p)] -= b;
+  }
 };
 
 }  // namespace
@@ -113,19 +141,23 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
   const bool blocks = plan.offload_param || ranks > 1;
   Walk w;
   // A block of `bytes` (none when 0) taken and given back around a module's math.
-  const auto take = [&w](std::uint64_t bytes) {
-    if (bytes > 0) w.take(bytes);
+  const auto take = [&w](DsStepPart p, std::uint64_t bytes) {
+    if (bytes > 0) w.take(p, bytes);
   };
-  const auto give = [&w](std::uint64_t bytes) {
-    if (bytes > 0) w.give(bytes);
+  const auto give = [&w](DsStepPart p, std::uint64_t bytes) {
+    if (bytes > 0) w.give(p, bytes);
   };
+  using P = DsStepPart;
   DsResidency res(plan, M);
-  std::vector<bool> held(static_cast<std::size_t>(M), false);  // a block on the device
-  const auto free_idle = [&](const std::vector<std::int64_t>& idle) {
-    for (std::int64_t m : idle) {
-      if (!held[static_cast<std::size_t>(m)] || res.live_count(m) > 0) continue;
-      held[static_cast<std::size_t>(m)] = false;
-      w.give(module_bytes(m));
+  std::vector<bool> held(plan.tensors.size(), false);  // a tensor's block on the device
+  const auto tensor_bytes = [&](int id) {
+    return 2 * static_cast<std::uint64_t>(plan.tensors[static_cast<std::size_t>(id)].count);
+  };
+  const auto free_idle = [&](const std::vector<int>& idle) {
+    for (int id : idle) {
+      if (!held[static_cast<std::size_t>(id)] || res.live(id)) continue;
+      held[static_cast<std::size_t>(id)] = false;
+      w.give(P::parameters, tensor_bytes(id));
     }
   };
   std::size_t next_flush = 0;
@@ -135,30 +167,30 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
     for (int id : f.tensors) {
       cat += 2 * static_cast<std::uint64_t>(plan.tensors[static_cast<std::size_t>(id)].count);
     }
-    if (ranks == 1) w.take(cat);
+    if (ranks == 1) w.take(P::bucket_copy, cat);
     for (int id : f.tensors) {
       const std::int64_t n = partition_elems[static_cast<std::size_t>(id)];
       const auto u = static_cast<std::uint64_t>(n);
-      w.take(2 * u);
-      w.take(8 * static_cast<std::uint64_t>(ds_norm_view_elems(n)));
-      w.take(8);  // the tensor's norm, freed at the step's norm (after the walk's peak)
-      w.give(8 * static_cast<std::uint64_t>(ds_norm_view_elems(n)));
-      w.take(4 * u);
-      w.give(4 * u);
-      w.give(2 * u);
+      w.take(P::partition_copies, 2 * u);
+      w.take(P::norm_views, 8 * static_cast<std::uint64_t>(ds_norm_view_elems(n)));
+      w.take(P::norms, 8);  // the tensor's norm, freed at the step's norm (after the walk's peak)
+      w.give(P::norm_views, 8 * static_cast<std::uint64_t>(ds_norm_view_elems(n)));
+      w.take(P::fp32_casts, 4 * u);
+      w.give(P::fp32_casts, 4 * u);
+      w.give(P::partition_copies, 2 * u);
     }
-    if (ranks == 1) w.give(cat);
+    if (ranks == 1) w.give(P::bucket_copy, cat);
   };
   std::size_t v = 0;
   while (v < plan.visits.size()) {
     const std::int64_t j = plan.visits[v].module;
     const bool forward = plan.visits[v].forward;
-    std::vector<std::int64_t> idle;
+    std::vector<int> idle;
     std::vector<const DsVisit*> group;
     const auto make_live = [&](const std::vector<int>& ids) {
-      for (std::int64_t m : res.make_live(ids)) {
-        if (!held[static_cast<std::size_t>(m)]) w.take(module_bytes(m));
-        held[static_cast<std::size_t>(m)] = true;
+      for (int id : res.make_live(ids)) {
+        if (!held[static_cast<std::size_t>(id)]) w.take(P::parameters, tensor_bytes(id));
+        held[static_cast<std::size_t>(id)] = true;
       }
     };
     for (;
@@ -169,32 +201,32 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
       if (blocks) {
         make_live(visit.fetch);
         make_live(visit.prefetch);
-        for (std::int64_t m : res.release(visit.released)) idle.push_back(m);
+        for (int id : res.release(visit.released)) idle.push_back(id);
       }
     }
     if (forward) {
-      take(layer_block_of(j));  // what autograd saves
-      take(scratch_of(j));      // DecoderMath::forward's scratch, then the head's logits
-      take(logits_of(j));
-      give(scratch_of(j));
+      take(P::activations, layer_block_of(j));  // what autograd saves
+      take(P::scratch, scratch_of(j));  // DecoderMath::forward's scratch, then the head's logits
+      take(P::logits, logits_of(j));
+      give(P::scratch, scratch_of(j));
     } else {
-      w.take(module_bytes(j));  // autograd's gradients of the module
-      take(scratch_of(j));      // dead, with the logits, before the module's hooks run
-      give(scratch_of(j));
-      give(logits_of(j));
+      w.take(P::gradients, module_bytes(j));  // autograd's gradients of the module
+      take(P::scratch, scratch_of(j));        // dead, with the logits, before the module's hooks
+      give(P::scratch, scratch_of(j));
+      give(P::logits, logits_of(j));
       for (const DsVisit* visit : group) {
         for (bool flush_first : visit->flush_before) {
           if (flush_first) flush();
         }
       }
-      w.give(module_bytes(j));
-      if (layer_block_of(j) > 0) w.give(layer_block_of(j));
+      w.give(P::gradients, module_bytes(j));
+      give(P::activations, layer_block_of(j));
     }
     free_idle(idle);
   }
   while (next_flush < plan.flushes.size()) flush();
   if (blocks) free_idle(res.release_all());
-  return {w.peak};
+  return {w.peak, w.at_peak};
 }
 
 }  // namespace zob::step_detail

@@ -1,12 +1,11 @@
 // Internal to src/step: the device memory of --schedule deepspeed as DeepSpeed 0.19.8 holds it
 // (issue 36, docs/deepspeed.md "Memory"):
 //  - a parameter occupies the device from its fetch to its release (the coordinator's
-//    decisions of deepspeed_plan.hpp). The tool's module math reads a module's tensors from one
-//    contiguous slice, so a module's fetched tensors share one block, allocated at the first of
-//    them and freed with the last (DeepSpeed: one allocation per tensor; the bytes differ by
-//    at most 511 per tensor). The persistent tensors (<= 1e5 elements) live in their own
-//    resident slots and are copied into a block when it is allocated (a device copy DeepSpeed
-//    does not make: the price of the contiguous slice; microseconds per module);
+//    decisions of deepspeed_plan.hpp), one pool block per tensor as DeepSpeed allocates each
+//    gathered parameter; the module math reads them through ModuleWeights
+//    (module_weights.hpp). The persistent tensors (<= 1e5 elements) live in their own
+//    resident slots, where the math reads them. A tensor released in a module's visits is
+//    freed after the module's math (DeepSpeed: after its leaf ran), which the walk follows;
 //  - the copy_back loop on one rank keeps the flat bf16 array resident (offload_optimizer
 //    alone: DeepSpeed's fetched parameter is a view of its partition);
 //  - gradients: autograd's per-module gradients, copied by the hooks into the reduce bucket
@@ -18,6 +17,7 @@
 // Every allocation goes through the caching pool (caching_pool.hpp). ds_step_memory walks one
 // step's allocations in the runner's order, for the plan.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -26,26 +26,25 @@
 
 namespace zob::step_detail {
 
-// Which modules hold a block of fetched parameters. Persistent tensors never count: a module
-// made only of them (a tied head's final norm) is `resident`: its block is allocated once.
+// Which tensors hold a block of fetched parameters (one block per tensor, as DeepSpeed
+// allocates each gathered parameter). Persistent tensors never count: a module made only of
+// them (a tied head's final norm) is `resident`: its block is allocated once.
 class DsResidency {
  public:
   DsResidency(const DeepSpeedPlan& plan, std::int64_t modules);
-  // Tensors fetched: the modules whose block must be allocated now (in order of first use).
-  std::vector<std::int64_t> make_live(const std::vector<int>& ids);
-  // Tensors released: the modules whose block may be freed now.
-  std::vector<std::int64_t> release(const std::vector<int>& ids);
-  // The end of backward (release_and_reset_all): every block but the resident ones.
-  std::vector<std::int64_t> release_all();
+  // Tensors fetched: those that were not live (their blocks must be allocated now).
+  std::vector<int> make_live(const std::vector<int>& ids);
+  // Tensors released: those that were live (their blocks may be freed now).
+  std::vector<int> release(const std::vector<int>& ids);
+  // The end of backward (release_and_reset_all): every live tensor.
+  std::vector<int> release_all();
   bool resident(std::int64_t m) const { return fetched_[static_cast<std::size_t>(m)] == 0; }
   // The tensor's bytes are on the device now (fetched and not released; persistent: always).
   bool live(int id) const;
-  int live_count(std::int64_t m) const { return live_[static_cast<std::size_t>(m)]; }
 
  private:
   const DeepSpeedPlan* plan_;
   std::vector<int> fetched_;  // per module: its tensors that are fetched (not persistent)
-  std::vector<int> live_;     // per module: of those, live now
   std::vector<bool> tensor_live_;
 };
 
@@ -69,8 +68,25 @@ std::int64_t ds_norm_view_elems(std::int64_t n);
 struct DsDecoderBlocks {
   std::uint64_t layer_block = 0, module_scratch = 0, logits = 0;
 };
+// What the walk's peak is made of, as the pool rounds each block (the dry run names them).
+enum class DsStepPart {
+  parameters,        // fetched parameters' blocks
+  gradients,         // autograd's gradients of a module, until its hooks copied them
+  activations,       // the layers' saved activations
+  scratch,           // a module's scratch (and the eager decoder's transient buffers)
+  logits,            // the head's logits
+  bucket_copy,       // the flush's coalesced copy of the bucket (one rank)
+  partition_copies,  // a flushed tensor's bf16 copy back from the pinned partition
+  norm_views,        // _constant_buffered_norm2's float64 view
+  norms,             // the float64 norms kept until the step's norm
+  fp32_casts,        // a flushed tensor's fp32 cast
+  count
+};
+constexpr std::size_t kDsStepParts = static_cast<std::size_t>(DsStepPart::count);
+const char* ds_step_part_name(DsStepPart p);
 struct DsStepMemory {
   std::uint64_t peak = 0;
+  std::array<std::uint64_t, kDsStepParts> at_peak{};  // sums to peak
 };
 DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout, int ranks,
                             const std::vector<std::int64_t>& partition_elems,

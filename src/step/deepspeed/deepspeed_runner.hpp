@@ -18,6 +18,7 @@
 #include "step/deepspeed/deepspeed_memory.hpp"
 #include "step/deepspeed/deepspeed_plan.hpp"
 #include "step/device_buffer.hpp"
+#include "step/module_weights.hpp"
 #include "step/step_internal.hpp"
 #include "zob/clock.hpp"
 #include "zob/collectives.hpp"
@@ -160,7 +161,7 @@ class DeepSpeedRunner {
   // the resident flat array), module j's slice, a persistent tensor's resident slot, and tensor
   // id's gradient in the reduce bucket (after its hook).
   bf16* param_of(int id) const;
-  bf16* module_params(std::int64_t j) const;
+  ModuleWeights module_params(std::int64_t j) const;
   bf16* persistent_slot(int id) const;
   bf16* bucket_of(int id) const {
     return bucket_.as<bf16>() + bucket_at_[static_cast<std::size_t>(id)];
@@ -170,9 +171,9 @@ class DeepSpeedRunner {
     return id < 0 ? nullptr : param_of(id);
   }
   void allocate_param_blocks();
-  // Tensors fetched on queue q: their modules' blocks allocated, the persistent tensors copied in.
+  // Tensors fetched on queue q: a block allocated for each that holds none.
   void make_live(const std::vector<int>& ids, Queue q);
-  void free_idle_blocks();  // to_free_'s modules still without a live tensor (last use: compute)
+  void free_idle_blocks();  // to_free_'s tensors not live again (last use: compute)
   void add_to_bucket(int id, const bf16* grad);
   void flush(const DsFlush& f);
   void read_norm();
@@ -238,19 +239,20 @@ class DeepSpeedRunner {
   // locked, results/h200/2026-12-02-deepspeed-account).
   HostBuffer partitions_;
   DeviceBuffer params_, norm_scalar_;
-  // Parameters in blocks (offload_param, or N > 1): which modules hold one; the blocks (freed
+  // Parameters in blocks (offload_param, or N > 1): which tensors hold one; the blocks (freed
   // with the pool on a throw); the persistent tensors' slots; per module the shared tensor's
-  // id and its persistent tensors.
+  // id and its tensors.
   bool param_blocks_ = false;
   DsResidency residency_;
-  std::vector<void*> block_;
+  std::vector<void*>
+      resident_block_;               // per module: the block of one made only of persistent tensors
+  std::vector<void*> tensor_block_;  // per tensor: its block while fetched
+  std::vector<std::vector<int>> tensors_of_module_;
   DeviceBuffer persistent_;
   std::vector<std::int64_t> persistent_at_;
   std::vector<int> shared_id_;
-  std::vector<std::vector<int>> persistent_of_module_;
-  std::vector<std::int64_t>
-      to_free_;                 // modules whose tensors were all released: freed after the math
-  std::vector<bool> fetched_;   // per tensor: copied into its module's current block
+  std::vector<int> to_free_;    // tensors released in the visits: freed after the module's math
+  std::vector<bool> fetched_;   // per tensor: copied into its current block
   bf16* grad_block_ = nullptr;  // the module in backward: autograd's gradients
   // Gradients: the reduce bucket, each tensor's offset in it, how full it is; the flush's
   // float64 norms, freed at the step's norm.

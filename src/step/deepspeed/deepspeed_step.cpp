@@ -286,7 +286,7 @@ std::size_t DeepSpeedRunner::run_visits(std::size_t v, bool forward) {
     // DeepSpeed releases the leaf's tensors after it ran, before the next leaf's fetch (which
     // may prefetch them again); the tool's module runs after all its leaves' visits, so its
     // blocks are freed after the module's math, if nothing made them live again meanwhile.
-    const std::vector<std::int64_t> idle = residency_.release(visit.released);
+    const std::vector<int> idle = residency_.release(visit.released);
     to_free_.insert(to_free_.end(), idle.begin(), idle.end());
   }
   count_link_copies(module, forward ? CopyUse::fetch_forward : CopyUse::fetch_backward, before);
@@ -334,7 +334,7 @@ void DeepSpeedRunner::backward() {
   const CountingDevice::Counts before = link_counts();
   while (next_flush_ < plan_.flushes.size()) flush(plan_.flushes[next_flush_++]);
   count_link_copies(plan_.epilogue_module(), CopyUse::gradients, before);
-  const std::vector<std::int64_t> idle = residency_.release_all();  // release_and_reset_all
+  const std::vector<int> idle = residency_.release_all();  // release_and_reset_all
   to_free_.insert(to_free_.end(), idle.begin(), idle.end());
   free_idle_blocks();
   host_.backward = seconds_between(tb, Clock::now());

@@ -40,7 +40,14 @@ class DeepSpeedCase final : public ScheduleCase {
       const DecoderSizes d = decoder_sizes(c);
       decoder = {d.layer_block, d.module_scratch, d.logits_block};
     }
-    s.deepspeed_step = ds_step_memory(plan, layout, ranks, parts.rank_elems(plan), decoder).peak;
+    const DsStepMemory walk = ds_step_memory(plan, layout, ranks, parts.rank_elems(plan), decoder);
+    s.deepspeed_step = walk.peak;
+    for (std::size_t p = 0; p < kDsStepParts; ++p) {
+      if (walk.at_peak[p] > 0) {
+        s.deepspeed_step_parts.emplace_back(ds_step_part_name(static_cast<DsStepPart>(p)),
+                                            walk.at_peak[p]);
+      }
+    }
     // --offload-ratio < 1: the device sub-groups' optimizer state, and torch's AdamW sqrt
     // temporary (the sub-group's size, one at a time) after backward has freed its blocks.
     const DsSubGroups groups = ds_sub_groups(plan, parts, c);
