@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 36, sixth round, one device call (carry .xfer-pack): the tool with one pool block per
-# fetched tensor (cuda.tar.xz, this tree) against the tool before the per-module scratch blocks
+# fetched tensor (and, from fe8489f's successor, per gradient: cuda.tar.xz, this tree) against the tool before the per-module scratch blocks
 # and the per-tensor blocks (old.tar.xz, built at 5bea820).
 #   1. The issue's shared-GPU case, Mistral-7B-v0.3 cut to 8 layers, b4 s512 --offload-param,
 #      registered: alone, then beside another process that holds all but 11e9 bytes of the GPU

@@ -421,7 +421,7 @@ void DecoderMath::forward(std::int64_t j, const ModuleWeights& w, const bf16* sh
   }
 }
 
-void DecoderMath::backward(std::int64_t j, const ModuleWeights& w, bf16* g,
+void DecoderMath::backward(std::int64_t j, const ModuleWeights& w, const ModuleGrads& g,
                            const std::function<void()>& grads_done, const bf16* shared) const {
   if (j == n_ + 1) {
     if (tied_ && shared == nullptr) {
@@ -431,9 +431,9 @@ void DecoderMath::backward(std::int64_t j, const ModuleWeights& w, bf16* g,
     head_backward(w, g, grads_done, tied_ ? shared : w + h_);
   } else if (j == 0) {
     // The lookup's gradient, plus the tied lm_head's (computed first, in the head's backward).
-    dev_->fill_zero(Queue::compute, g, static_cast<std::size_t>(V_ * h_) * 2);
-    dev_->embedding_backward(index_, dy_, g, h_);
-    if (tied_) dev_->residual_add(g, tied_grad_.as<bf16>(), V_ * h_);
+    dev_->fill_zero(Queue::compute, g + 0, static_cast<std::size_t>(V_ * h_) * 2);
+    dev_->embedding_backward(index_, dy_, g + 0, h_);
+    if (tied_) dev_->residual_add(g + 0, tied_grad_.as<bf16>(), V_ * h_);
     if (grads_done) grads_done();
   } else {
     take_scratch();
@@ -449,14 +449,14 @@ void DecoderMath::head_forward(const ModuleWeights& w, const bf16* table) const 
   dev_->sum(out, T_ * V_, loss_);
 }
 
-void DecoderMath::head_backward(const ModuleWeights& w, bf16* g,
+void DecoderMath::head_backward(const ModuleWeights& w, const ModuleGrads& g,
                                 const std::function<void()>& grads_done, const bf16* table) const {
   bf16* dlogits = logits();            // dead once the loss is summed
   dev_->fill(dlogits, 1.0f, T_ * V_);  // d(sum)/d(logit) = 1
   bf16* g_lm = tied_ ? tied_grad_.as<bf16>() : g + h_;
   dev_->gemm({true, false, V_, h_, T_, dlogits, V_, xf_, h_, g_lm, h_});
   dev_->gemm({false, false, T_, h_, V_, dlogits, V_, table, h_, sc_.dtmp, h_});
-  norm_backward(sc_.dtmp, x(n_), w + 0, rstd_f_, {x32_f_, rstd_f_, xhat_f_}, dy_, g);
+  norm_backward(sc_.dtmp, x(n_), w + 0, rstd_f_, {x32_f_, rstd_f_, xhat_f_}, dy_, g + 0);
   give_scratch();
   give_logits();
   if (grads_done) grads_done();
@@ -502,7 +502,7 @@ void DecoderMath::layer_forward(std::int64_t layer, const ModuleWeights& w) cons
   dev.residual_add(x(layer + 1), a.xmid, T_ * h_);
 }
 
-void DecoderMath::layer_backward(std::int64_t layer, const ModuleWeights& w, bf16* g,
+void DecoderMath::layer_backward(std::int64_t layer, const ModuleWeights& w, const ModuleGrads& g,
                                  const std::function<void()>& grads_done) const {
   Device& dev = *dev_;
   const Saved a = saved(layer);
@@ -532,7 +532,8 @@ void DecoderMath::layer_backward(std::int64_t layer, const ModuleWeights& w, bf1
 }
 
 // From dy = d x_mid to d xn1 in sc_.dtmp, with the gradients of q/k/v/o (and their biases).
-void DecoderMath::attention_backward(const Saved& a, const ModuleWeights& w, bf16* g) const {
+void DecoderMath::attention_backward(const Saved& a, const ModuleWeights& w,
+                                     const ModuleGrads& g) const {
   Device& dev = *dev_;
   const std::int64_t BH = B_ * H_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D_));

@@ -60,7 +60,7 @@ class DecoderMath {
 
   // As ModuleMath's; `shared` is the embedding table when the head is tied (required then).
   void forward(std::int64_t j, const ModuleWeights& w, const bf16* shared) const;
-  void backward(std::int64_t j, const ModuleWeights& w, bf16* g,
+  void backward(std::int64_t j, const ModuleWeights& w, const ModuleGrads& g,
                 const std::function<void()>& grads_done, const bf16* shared) const;
 
  private:
@@ -106,9 +106,9 @@ class DecoderMath {
   Saved saved(std::int64_t layer) const;
   bf16* x(std::int64_t i) const { return hidden_ + (i % hidden_held_) * T_ * h_; }
   void layer_forward(std::int64_t layer, const ModuleWeights& w) const;
-  void layer_backward(std::int64_t layer, const ModuleWeights& w, bf16* g,
+  void layer_backward(std::int64_t layer, const ModuleWeights& w, const ModuleGrads& g,
                       const std::function<void()>& grads_done) const;
-  void attention_backward(const Saved& a, const ModuleWeights& w, bf16* g) const;
+  void attention_backward(const Saved& a, const ModuleWeights& w, const ModuleGrads& g) const;
   // The SDPA layout's backward: K and V repeated again and the probabilities recomputed.
   void recompute_attention(const Saved& a) const;
   // The parts whose kernels differ between the fused decoder and the eager one (eager_).
@@ -122,8 +122,8 @@ class DecoderMath {
   void heads_backward(const bf16* dqh, const bf16* dkh, const bf16* dvh, bf16* dq, bf16* dk,
                       bf16* dv) const;
   void head_forward(const ModuleWeights& w, const bf16* table) const;
-  void head_backward(const ModuleWeights& w, bf16* g, const std::function<void()>& grads_done,
-                     const bf16* table) const;
+  void head_backward(const ModuleWeights& w, const ModuleGrads& g,
+                     const std::function<void()>& grads_done, const bf16* table) const;
   // C = op(A) * op(B) through Device::gemm, the three shapes of a linear layer.
   void linear(const bf16* x, const bf16* w, bf16* y, std::int64_t rows, std::int64_t in,
               std::int64_t out) const;

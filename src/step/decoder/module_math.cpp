@@ -87,7 +87,7 @@ void ModuleMath::forward(std::int64_t j, const ModuleWeights& w, const bf16* sha
   }
 }
 
-void ModuleMath::backward(std::int64_t j, const ModuleWeights& w, bf16* g,
+void ModuleMath::backward(std::int64_t j, const ModuleWeights& w, const ModuleGrads& g,
                           const std::function<void()>& grads_done, const bf16* shared) const {
   if (decoder_) {
     decoder_->backward(j, w, g, grads_done, shared);
@@ -98,21 +98,21 @@ void ModuleMath::backward(std::int64_t j, const ModuleWeights& w, bf16* g,
   if (j == n_ + 1) {
     bf16* dlogits = logits_.as<bf16>();  // the logits are dead once the loss is summed
     dev.fill(dlogits, 1.0f, T_ * V_);    // d(sum)/d(logit) = 1
-    dev.gemm({true, false, V_, h_, T_, dlogits, V_, x(n_), h_, g, h_});
+    dev.gemm({true, false, V_, h_, T_, dlogits, V_, x(n_), h_, g + 0, h_});
     if (grads_done) grads_done();
     dev.gemm({false, false, T_, h_, V_, dlogits, V_, w + 0, h_, dy, h_});
   } else if (j == 0) {
-    dev.fill_zero(Queue::compute, g, static_cast<std::size_t>(V_ * h_) * 2);
-    dev.embedding_backward(index_, dy, g, h_);
+    dev.fill_zero(Queue::compute, g + 0, static_cast<std::size_t>(V_ * h_) * 2);
+    dev.embedding_backward(index_, dy, g + 0, h_);
     if (grads_done) grads_done();
   } else {
     const std::int64_t i = j - 1;
     const bf16* w1 = w + 0;
     const bf16* w2 = w + (F_ * h_ + F_);
-    bf16* gw1 = g;
-    bf16* gb1 = gw1 + F_ * h_;
-    bf16* gw2 = gb1 + F_;
-    bf16* gb2 = gw2 + h_ * F_;
+    bf16* gw1 = g + 0;
+    bf16* gb1 = g + F_ * h_;
+    bf16* gw2 = g + (F_ * h_ + F_);
+    bf16* gb2 = g + (2 * F_ * h_ + F_);
     bf16* dact = dact_.as<bf16>();
     bf16* dpre = dpre_.as<bf16>();
     dev.gemm({false, false, T_, F_, h_, dy, h_, w2, F_, dact, F_});

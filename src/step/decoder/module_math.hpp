@@ -33,7 +33,7 @@ class ModuleMath {
   // holds the gradient of the module's output on entry and of its input on exit.
   // grads_done, if set, runs as soon as g is complete, before the input gradient is. A shared
   // tensor's gradient goes to its owner's g (the tied table's: the embedding's).
-  void backward(std::int64_t j, const ModuleWeights& w, bf16* g,
+  void backward(std::int64_t j, const ModuleWeights& w, const ModuleGrads& g,
                 const std::function<void()>& grads_done, const bf16* shared = nullptr) const;
 
   float* loss() const { return loss_.as<float>(); }

@@ -42,6 +42,17 @@ ModuleWeights DeepSpeedRunner::module_params(std::int64_t j) const {
   return ModuleWeights(std::move(at));
 }
 
+ModuleGrads DeepSpeedRunner::allocate_grads(std::int64_t j) {
+  const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
+  std::vector<std::pair<std::int64_t, bf16*>> at;
+  for (int id : tensors_of_module_[static_cast<std::size_t>(j)]) {
+    void*& b = grad_block_[static_cast<std::size_t>(id)];
+    if (b == nullptr) b = mem_.allocate(2 * static_cast<std::size_t>(tensor(id).count));
+    at.emplace_back(tensor(id).offset - m.offset, static_cast<bf16*>(b));
+  }
+  return ModuleGrads(std::move(at));
+}
+
 bf16* DeepSpeedRunner::persistent_slot(int id) const {
   if (!param_blocks_ || residency_.resident(tensor(id).module)) return param_of(id);
   return persistent_.as<bf16>() + persistent_at_[static_cast<std::size_t>(id)];
@@ -54,6 +65,7 @@ void DeepSpeedRunner::allocate_param_blocks() {
   param_blocks_ = offload() || sharded();
   resident_block_.assign(M, nullptr);
   tensor_block_.assign(plan_.tensors.size(), nullptr);
+  grad_block_.assign(plan_.tensors.size(), nullptr);
   tensors_of_module_.assign(M, {});
   for (std::size_t id = 0; id < plan_.tensors.size(); ++id)  // in offset order
     tensors_of_module_[static_cast<std::size_t>(plan_.tensors[id].module)].push_back(

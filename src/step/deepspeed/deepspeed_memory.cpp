@@ -135,9 +135,9 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
     return j == M - 1 ? decoder.logits : std::uint64_t{0};
   };
 
-  const auto module_bytes = [&](std::int64_t j) {
-    return 2 * static_cast<std::uint64_t>(layout.modules[static_cast<std::size_t>(j)].count);
-  };
+  std::vector<std::vector<int>> tensors_of(static_cast<std::size_t>(M));
+  for (std::size_t id = 0; id < plan.tensors.size(); ++id)
+    tensors_of[static_cast<std::size_t>(plan.tensors[id].module)].push_back(static_cast<int>(id));
   const bool blocks = plan.offload_param || ranks > 1;
   Walk w;
   // A block of `bytes` (none when 0) taken and given back around a module's math.
@@ -210,16 +210,17 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
       take(P::logits, logits_of(j));
       give(P::scratch, scratch_of(j));
     } else {
-      w.take(P::gradients, module_bytes(j));  // autograd's gradients of the module
-      take(P::scratch, scratch_of(j));        // dead, with the logits, before the module's hooks
+      for (int id : tensors_of[static_cast<std::size_t>(j)])  // autograd's, a block per tensor
+        w.take(P::gradients, tensor_bytes(id));
+      take(P::scratch, scratch_of(j));  // dead, with the logits, before the module's hooks
       give(P::scratch, scratch_of(j));
       give(P::logits, logits_of(j));
-      for (const DsVisit* visit : group) {
-        for (bool flush_first : visit->flush_before) {
-          if (flush_first) flush();
+      for (const DsVisit* visit : group) {  // each hook: the flush first, then its copy
+        for (std::size_t i = 0; i < visit->grads.size(); ++i) {
+          if (visit->flush_before[i]) flush();
+          w.give(P::gradients, tensor_bytes(visit->grads[i]));
         }
       }
-      w.give(P::gradients, module_bytes(j));
       give(P::activations, layer_block_of(j));
     }
     free_idle(idle);

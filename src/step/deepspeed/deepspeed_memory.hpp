@@ -8,8 +8,9 @@
 //    freed after the module's math (DeepSpeed: after its leaf ran), which the walk follows;
 //  - the copy_back loop on one rank keeps the flat bf16 array resident (offload_optimizer
 //    alone: DeepSpeed's fetched parameter is a view of its partition);
-//  - gradients: autograd's per-module gradients, copied by the hooks into the reduce bucket
-//    (reduce_bucket_size elements of bf16, allocated once) and freed; each flush allocates
+//  - gradients: autograd's gradients of a module, one block per tensor, each freed once its
+//    hook copied it into the reduce bucket (reduce_bucket_size elements of bf16, allocated
+//    once): a flush in the middle of a module's hooks finds the earlier ones freed; each flush allocates
 //    what stage3.py's __reduce_and_partition_ipg_grads and partition_grads allocate: the
 //    coalesced copy of the bucket (one rank), and per tensor its bf16 copy back from the pinned
 //    partition, the float64 view of _constant_buffered_norm2 (at most 2.5e8 elements), its

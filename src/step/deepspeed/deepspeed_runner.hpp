@@ -162,6 +162,7 @@ class DeepSpeedRunner {
   // id's gradient in the reduce bucket (after its hook).
   bf16* param_of(int id) const;
   ModuleWeights module_params(std::int64_t j) const;
+  ModuleGrads allocate_grads(std::int64_t j);  // module j's gradients, a block per tensor
   bf16* persistent_slot(int id) const;
   bf16* bucket_of(int id) const {
     return bucket_.as<bf16>() + bucket_at_[static_cast<std::size_t>(id)];
@@ -251,9 +252,11 @@ class DeepSpeedRunner {
   DeviceBuffer persistent_;
   std::vector<std::int64_t> persistent_at_;
   std::vector<int> shared_id_;
-  std::vector<int> to_free_;    // tensors released in the visits: freed after the module's math
-  std::vector<bool> fetched_;   // per tensor: copied into its current block
-  bf16* grad_block_ = nullptr;  // the module in backward: autograd's gradients
+  std::vector<int> to_free_;   // tensors released in the visits: freed after the module's math
+  std::vector<bool> fetched_;  // per tensor: copied into its current block
+  // per tensor: autograd's gradient, a block from the module's backward to its hook's copy
+  // into the bucket
+  std::vector<void*> grad_block_;
   // Gradients: the reduce bucket, each tensor's offset in it, how full it is; the flush's
   // float64 norms, freed at the step's norm.
   DeviceBuffer bucket_;

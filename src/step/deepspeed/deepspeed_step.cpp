@@ -317,16 +317,16 @@ void DeepSpeedRunner::backward() {
   while (v < plan_.visits.size()) {
     const std::int64_t j = plan_.visits[v].module;
     v = run_visits(v, false);
-    const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(j)];
-    // autograd's gradients of the module, freed by its hooks once in the bucket
-    grad_block_ = static_cast<bf16*>(mem_.allocate(2 * static_cast<std::size_t>(m.count)));
+    const ModuleGrads grads = allocate_grads(j);  // autograd's, one block per tensor
     dev_.record(task_start_[M + j], Queue::compute);
     counted_math(j, false, [&] {
       math_.backward(
-          j, module_params(j), grad_block_, [&] { gradient_hooks(j); }, shared_weights(j));
+          j, module_params(j), grads, [&] { gradient_hooks(j); }, shared_weights(j));
     });
     dev_.record(task_end_[M + j], Queue::compute);
-    if (grad_block_ != nullptr) throw std::logic_error("deepspeed: a module's hooks did not run");
+    for (void* b : grad_block_) {
+      if (b != nullptr) throw std::logic_error("deepspeed: a module's hooks did not run");
+    }
     free_idle_blocks();
   }
   // independent_gradient_partition_epilogue: the rest of the bucket, then the host waits for
@@ -350,16 +350,17 @@ void DeepSpeedRunner::gradient_hooks(std::int64_t module) {
   const CountingDevice::Counts before = link_counts();
   dev_.record(grad_ready_[module], Queue::compute);
   dev_.queue_wait(Queue::d2h, grad_ready_[module]);
-  const ModuleSlice& m = layout_.modules[static_cast<std::size_t>(module)];
   const std::vector<int>& grads = grads_of_module_[static_cast<std::size_t>(module)];
   for (std::size_t i = 0; i < grads.size(); ++i) {
     if (flush_of_module_[static_cast<std::size_t>(module)][i]) flush(plan_.flushes[next_flush_++]);
     const DsTensor& t = tensor(grads[i]);
     if (t.module != module) throw std::logic_error("deepspeed: " + t.name + "'s hook is elsewhere");
-    add_to_bucket(grads[i], grad_block_ + (t.offset - m.offset));
+    void*& b = grad_block_[static_cast<std::size_t>(grads[i])];
+    if (b == nullptr) throw std::logic_error("deepspeed: " + t.name + "'s gradient was not made");
+    add_to_bucket(grads[i], static_cast<const bf16*>(b));
+    mem_.deallocate_after(b, Queue::d2h);  // the hook's copy into the bucket was its last use
+    b = nullptr;
   }
-  mem_.deallocate_after(grad_block_, Queue::d2h);
-  grad_block_ = nullptr;
   count_link_copies(module, CopyUse::gradients, before);
   // Compute resumes here: a flush from unregistered memory blocked the host, and that gap is
   // not compute (the bound's compute_s leaves it out).
