@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -197,6 +198,59 @@ TEST(ModelE2EFacts, DeepSpeedCountsEveryModulesFetchesAndGradientCopiesAsThePlan
       for (const auto& m : ops) EXPECT_EQ(m.at("fetches")[1], 0) << m.at("module");
     }
   }
+}
+
+// The dry run names what its device figure is made of (text and plan.device_parts, summing to
+// plan.device_bytes), with the step's parts at its peak under --schedule deepspeed
+// --offload-param (small-llama b2 s64); and a real run on the CPU device peaks where the plan says
+// (within 5 %, the bound: the walk and the runner take the same per-tensor blocks in the
+// same order).
+TEST(ModelE2EFacts, DeepSpeedDryRunNamesWhatItsDevicePeakIsMadeOfAndTheRunPeaksThere) {
+  const std::string json = ::testing::TempDir() + "zob_device_parts_dry_run.json";
+  std::remove(json.c_str());
+  std::vector<std::string> args{"--device",
+                                "cpu",
+                                "--model",
+                                fixture("small-llama"),
+                                "--schedule",
+                                "deepspeed",
+                                "--offload-param",
+                                "--arms",
+                                "registered",
+                                "--batch",
+                                "2",
+                                "--seq",
+                                "64",
+                                "--threads",
+                                "2"};
+  std::vector<std::string> dry = args;
+  for (const char* a : {"--dry-run", "--json"}) dry.emplace_back(a);
+  dry.push_back(json);
+  const BenchRun r = run_bench(dry);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("device at its peak: "), std::string::npos) << r.out;
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no --json file";
+  const nlohmann::json plan = nlohmann::json::parse(in).at("plan");
+  std::uint64_t sum = 0;
+  std::set<std::string> names;
+  for (const auto& p : plan.at("device_parts")) {
+    EXPECT_GT(p.at("bytes").get<std::uint64_t>(), 0u) << p;
+    sum += p.at("bytes").get<std::uint64_t>();
+    names.insert(p.at("name").get<std::string>());
+  }
+  const auto planned = plan.at("device_bytes").get<std::uint64_t>();
+  EXPECT_EQ(sum, planned);
+  // At this shape the peak lies in a layer's backward, before its hooks.
+  for (const char* part : {"reduce bucket", "fetched parameters", "module gradients",
+                           "saved activations", "module scratch"}) {
+    EXPECT_TRUE(names.count(part)) << part << " missing from " << plan.at("device_parts");
+  }
+  for (const char* a : {"--steps", "1", "--warmup", "1"}) args.emplace_back(a);
+  const BenchRun run = run_bench(args);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  const double peak = driver_result(run).at("registered").at("gpu_peak_gb").get<double>() * 1e9;
+  EXPECT_NEAR(peak, static_cast<double>(planned), 0.05 * static_cast<double>(planned));
 }
 
 // The plan for the two models of eager-kernels.md, from their configs, without running them:

@@ -10,8 +10,8 @@
 //    alone: DeepSpeed's fetched parameter is a view of its partition);
 //  - gradients: autograd's gradients of a module, one block per tensor, each freed once its
 //    hook copied it into the reduce bucket (reduce_bucket_size elements of bf16, allocated
-//    once): a flush in the middle of a module's hooks finds the earlier ones freed; each flush allocates
-//    what stage3.py's __reduce_and_partition_ipg_grads and partition_grads allocate: the
+//    once): a flush in the middle of a module's hooks finds the earlier ones freed; each flush
+//    allocates what stage3.py's __reduce_and_partition_ipg_grads and partition_grads allocate: the
 //    coalesced copy of the bucket (one rank), and per tensor its bf16 copy back from the pinned
 //    partition, the float64 view of _constant_buffered_norm2 (at most 2.5e8 elements), its
 //    float64 norm (kept until the step's norm) and its fp32 cast.
