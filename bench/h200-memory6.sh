@@ -71,12 +71,16 @@ l="--model $C/Llama-3.2-3B.json --batch 4 --seq 512 $common"
 shared 4.24e9 shared-qwen05 $q --arms registered --warmup 1 --steps 2
 # shellcheck disable=SC2086
 shared 13.81e9 shared-llama3b $l --arms registered --warmup 1 --steps 2
-for i in 1 2; do
+# QUICK=1: one Qwen2.5-0.5B pair, no Llama / Qwen2.5-1.5B pairs (a call with little device time)
+pairs="1 2"
+[ "${QUICK:-0}" = 1 ] && pairs=1
+for i in $pairs; do
   # shellcheck disable=SC2086
   run "$B" qwen05-$i $q --arms registered,unregistered --warmup 2 --steps 3
   # shellcheck disable=SC2086
   run "$B0" old-qwen05-$i $q --arms registered,unregistered --warmup 2 --steps 3
 done
+if [ "${QUICK:-0}" = 1 ]; then cd "$OUT" && tar czf r.tar.gz r && rm -rf r; exit 0; fi
 # shellcheck disable=SC2086
 run "$B" llama3b $l --arms registered,unregistered --warmup 1 --steps 3
 # shellcheck disable=SC2086
