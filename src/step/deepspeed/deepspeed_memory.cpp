@@ -125,12 +125,11 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
                             const DsDecoderBlocks& decoder) {
   const auto M = static_cast<std::int64_t>(layout.modules.size());
   // Modules 1..M-2 are the decoder's layers (0: the embedding, M-1: the head).
-  const std::vector<std::uint64_t> none;
-  const auto layer_fields_of = [&](std::int64_t j) -> const std::vector<std::uint64_t>& {
-    return j > 0 && j < M - 1 ? decoder.layer_fields : none;
+  const auto layer_block_of = [&](std::int64_t j) {
+    return j > 0 && j < M - 1 ? decoder.layer_block : std::uint64_t{0};
   };
-  const auto scratch_of = [&](std::int64_t j) -> const std::vector<std::uint64_t>& {
-    return j > 0 ? decoder.scratch_fields : none;  // the layers' and the head's
+  const auto scratch_of = [&](std::int64_t j) {  // the layers' and the head's
+    return j > 0 ? decoder.module_scratch : std::uint64_t{0};
   };
   const auto logits_of = [&](std::int64_t j) {
     return j == M - 1 ? decoder.logits : std::uint64_t{0};
@@ -147,12 +146,6 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
   };
   const auto give = [&w](DsStepPart p, std::uint64_t bytes) {
     if (bytes > 0) w.give(p, bytes);
-  };
-  const auto take_all = [&w](DsStepPart p, const std::vector<std::uint64_t>& fields) {
-    for (std::uint64_t bytes : fields) w.take(p, bytes);
-  };
-  const auto give_all = [&w](DsStepPart p, const std::vector<std::uint64_t>& fields) {
-    for (std::uint64_t bytes : fields) w.give(p, bytes);
   };
   using P = DsStepPart;
   DsResidency res(plan, M);
@@ -212,15 +205,15 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
       }
     }
     if (forward) {
-      take_all(P::activations, layer_fields_of(j));  // what autograd saves
-      take_all(P::scratch, scratch_of(j));  // DecoderMath::forward's scratch, the head's logits
+      take(P::activations, layer_block_of(j));  // what autograd saves
+      take(P::scratch, scratch_of(j));  // DecoderMath::forward's scratch, then the head's logits
       take(P::logits, logits_of(j));
-      give_all(P::scratch, scratch_of(j));
+      give(P::scratch, scratch_of(j));
     } else {
       for (int id : tensors_of[static_cast<std::size_t>(j)])  // autograd's, a block per tensor
         w.take(P::gradients, tensor_bytes(id));
-      take_all(P::scratch, scratch_of(j));  // dead, with the logits, before the module's hooks
-      give_all(P::scratch, scratch_of(j));
+      take(P::scratch, scratch_of(j));  // dead, with the logits, before the module's hooks
+      give(P::scratch, scratch_of(j));
       give(P::logits, logits_of(j));
       for (const DsVisit* visit : group) {  // each hook: the flush first, then its copy
         for (std::size_t i = 0; i < visit->grads.size(); ++i) {
@@ -228,7 +221,7 @@ DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout
           w.give(P::gradients, tensor_bytes(visit->grads[i]));
         }
       }
-      give_all(P::activations, layer_fields_of(j));
+      give(P::activations, layer_block_of(j));
     }
     free_idle(idle);
   }
