@@ -157,9 +157,10 @@ class DeepSpeedRunner {
   enum class CopyUse { fetch_forward, fetch_backward, gradients };
   void count_link_copies(std::int64_t j, CopyUse use, const CountingDevice::Counts& since);
   void gradient_hooks(std::int64_t module);
-  // Device memory (deepspeed_memory.hpp): tensor id's bf16 parameters (its module's block, or
-  // the resident flat array), module j's slice, a persistent tensor's resident slot, and tensor
-  // id's gradient in the reduce bucket (after its hook).
+  // Device memory (deepspeed_memory.hpp): tensor id's bf16 parameters (its own block, its
+  // resident slot if persistent, or the resident flat array), module j's tensors as its math
+  // reads them, a persistent tensor's resident slot, and tensor id's gradient in the reduce
+  // bucket (after its hook).
   bf16* param_of(int id) const;
   ModuleWeights module_params(std::int64_t j) const;
   ModuleGrads allocate_grads(std::int64_t j);  // module j's gradients, a block per tensor
