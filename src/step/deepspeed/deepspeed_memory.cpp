@@ -120,114 +120,153 @@ struct Walk {
 
 }  // namespace
 
+namespace {
+
+// One step's allocations in the runner's order (ds_step_memory): the visits' fetches and
+// releases, each module's math with its decoder blocks and gradients, the flushes.
+class StepWalk {
+ public:
+  StepWalk(const DeepSpeedPlan& plan, const ModelLayout& layout, int ranks,
+           const std::vector<std::int64_t>& partition_elems, const DsDecoderBlocks& decoder)
+      : plan_(plan),
+        ranks_(ranks),
+        partition_elems_(partition_elems),
+        decoder_(decoder),
+        M_(static_cast<std::int64_t>(layout.modules.size())),
+        blocks_(plan.offload_param || ranks > 1),
+        res_(plan, M_),
+        held_(plan.tensors.size(), false),
+        tensors_of_(static_cast<std::size_t>(M_)) {
+    for (std::size_t id = 0; id < plan.tensors.size(); ++id)
+      tensors_of_[static_cast<std::size_t>(plan.tensors[id].module)].push_back(
+          static_cast<int>(id));
+  }
+
+  DsStepMemory run() {
+    std::size_t v = 0;
+    while (v < plan_.visits.size()) {
+      const std::int64_t j = plan_.visits[v].module;
+      const bool forward = plan_.visits[v].forward;
+      std::vector<int> idle;
+      std::vector<const DsVisit*> group;
+      for (; v < plan_.visits.size() && plan_.visits[v].module == j &&
+             plan_.visits[v].forward == forward;
+           ++v) {
+        const DsVisit& visit = plan_.visits[v];
+        group.push_back(&visit);
+        if (!blocks_) continue;
+        make_live(visit.fetch);
+        make_live(visit.prefetch);
+        for (int id : res_.release(visit.released)) idle.push_back(id);
+      }
+      if (forward) {
+        forward_math(j);
+      } else {
+        backward_math(j, group);
+      }
+      free_idle(idle);
+    }
+    while (next_flush_ < plan_.flushes.size()) flush();
+    if (blocks_) free_idle(res_.release_all());
+    return {w_.peak, w_.at_peak};
+  }
+
+ private:
+  using P = DsStepPart;
+  // Modules 1..M-2 are the decoder's layers (0: the embedding, M-1: the head).
+  std::uint64_t layer_block_of(std::int64_t j) const {
+    return j > 0 && j < M_ - 1 ? decoder_.layer_block : 0;
+  }
+  std::uint64_t scratch_of(std::int64_t j) const {  // the layers' and the head's
+    return j > 0 ? decoder_.module_scratch : 0;
+  }
+  std::uint64_t logits_of(std::int64_t j) const { return j == M_ - 1 ? decoder_.logits : 0; }
+  std::uint64_t tensor_bytes(int id) const {
+    return 2 * static_cast<std::uint64_t>(plan_.tensors[static_cast<std::size_t>(id)].count);
+  }
+  // A block of `bytes` (none when 0) taken and given back around a module's math.
+  void take(P p, std::uint64_t bytes) {
+    if (bytes > 0) w_.take(p, bytes);
+  }
+  void give(P p, std::uint64_t bytes) {
+    if (bytes > 0) w_.give(p, bytes);
+  }
+
+  void make_live(const std::vector<int>& ids) {
+    for (int id : res_.make_live(ids)) {
+      if (!held_[static_cast<std::size_t>(id)]) w_.take(P::parameters, tensor_bytes(id));
+      held_[static_cast<std::size_t>(id)] = true;
+    }
+  }
+  void free_idle(const std::vector<int>& idle) {
+    for (int id : idle) {
+      if (!held_[static_cast<std::size_t>(id)] || res_.live(id)) continue;
+      held_[static_cast<std::size_t>(id)] = false;
+      w_.give(P::parameters, tensor_bytes(id));
+    }
+  }
+
+  void forward_math(std::int64_t j) {
+    take(P::activations, layer_block_of(j));  // what autograd saves
+    take(P::scratch, scratch_of(j));  // DecoderMath::forward's scratch, then the head's logits
+    take(P::logits, logits_of(j));
+    give(P::scratch, scratch_of(j));
+  }
+
+  void backward_math(std::int64_t j, const std::vector<const DsVisit*>& group) {
+    for (int id : tensors_of_[static_cast<std::size_t>(j)])  // autograd's, a block per tensor
+      w_.take(P::gradients, tensor_bytes(id));
+    take(P::scratch, scratch_of(j));  // dead, with the logits, before the module's hooks
+    give(P::scratch, scratch_of(j));
+    give(P::logits, logits_of(j));
+    for (const DsVisit* visit : group) {  // each hook: the flush first, then its copy
+      for (std::size_t i = 0; i < visit->grads.size(); ++i) {
+        if (visit->flush_before[i]) flush();
+        w_.give(P::gradients, tensor_bytes(visit->grads[i]));
+      }
+    }
+    give(P::activations, layer_block_of(j));
+  }
+
+  void flush() {
+    const DsFlush& f = plan_.flushes[next_flush_++];
+    std::uint64_t cat = 0;  // one rank: the coalesced copy of the bucket's tensors
+    for (int id : f.tensors) cat += tensor_bytes(id);
+    if (ranks_ == 1) w_.take(P::bucket_copy, cat);
+    for (int id : f.tensors) {
+      const std::int64_t n = partition_elems_[static_cast<std::size_t>(id)];
+      const auto u = static_cast<std::uint64_t>(n);
+      const auto view = 8 * static_cast<std::uint64_t>(ds_norm_view_elems(n));
+      w_.take(P::partition_copies, 2 * u);
+      w_.take(P::norm_views, view);
+      w_.take(P::norms, 8);  // the tensor's norm, freed at the step's norm (after the peak)
+      w_.give(P::norm_views, view);
+      w_.take(P::fp32_casts, 4 * u);
+      w_.give(P::fp32_casts, 4 * u);
+      w_.give(P::partition_copies, 2 * u);
+    }
+    if (ranks_ == 1) w_.give(P::bucket_copy, cat);
+  }
+
+  const DeepSpeedPlan& plan_;
+  const int ranks_;
+  const std::vector<std::int64_t>& partition_elems_;
+  const DsDecoderBlocks& decoder_;
+  const std::int64_t M_;
+  const bool blocks_;
+  Walk w_;
+  DsResidency res_;
+  std::vector<bool> held_;  // a tensor's block on the device
+  std::vector<std::vector<int>> tensors_of_;
+  std::size_t next_flush_ = 0;
+};
+
+}  // namespace
+
 DsStepMemory ds_step_memory(const DeepSpeedPlan& plan, const ModelLayout& layout, int ranks,
                             const std::vector<std::int64_t>& partition_elems,
                             const DsDecoderBlocks& decoder) {
-  const auto M = static_cast<std::int64_t>(layout.modules.size());
-  // Modules 1..M-2 are the decoder's layers (0: the embedding, M-1: the head).
-  const auto layer_block_of = [&](std::int64_t j) {
-    return j > 0 && j < M - 1 ? decoder.layer_block : std::uint64_t{0};
-  };
-  const auto scratch_of = [&](std::int64_t j) {  // the layers' and the head's
-    return j > 0 ? decoder.module_scratch : std::uint64_t{0};
-  };
-  const auto logits_of = [&](std::int64_t j) {
-    return j == M - 1 ? decoder.logits : std::uint64_t{0};
-  };
-
-  std::vector<std::vector<int>> tensors_of(static_cast<std::size_t>(M));
-  for (std::size_t id = 0; id < plan.tensors.size(); ++id)
-    tensors_of[static_cast<std::size_t>(plan.tensors[id].module)].push_back(static_cast<int>(id));
-  const bool blocks = plan.offload_param || ranks > 1;
-  Walk w;
-  // A block of `bytes` (none when 0) taken and given back around a module's math.
-  const auto take = [&w](DsStepPart p, std::uint64_t bytes) {
-    if (bytes > 0) w.take(p, bytes);
-  };
-  const auto give = [&w](DsStepPart p, std::uint64_t bytes) {
-    if (bytes > 0) w.give(p, bytes);
-  };
-  using P = DsStepPart;
-  DsResidency res(plan, M);
-  std::vector<bool> held(plan.tensors.size(), false);  // a tensor's block on the device
-  const auto tensor_bytes = [&](int id) {
-    return 2 * static_cast<std::uint64_t>(plan.tensors[static_cast<std::size_t>(id)].count);
-  };
-  const auto free_idle = [&](const std::vector<int>& idle) {
-    for (int id : idle) {
-      if (!held[static_cast<std::size_t>(id)] || res.live(id)) continue;
-      held[static_cast<std::size_t>(id)] = false;
-      w.give(P::parameters, tensor_bytes(id));
-    }
-  };
-  std::size_t next_flush = 0;
-  const auto flush = [&] {
-    const DsFlush& f = plan.flushes[next_flush++];
-    std::uint64_t cat = 0;  // one rank: the coalesced copy of the bucket's tensors
-    for (int id : f.tensors) {
-      cat += 2 * static_cast<std::uint64_t>(plan.tensors[static_cast<std::size_t>(id)].count);
-    }
-    if (ranks == 1) w.take(P::bucket_copy, cat);
-    for (int id : f.tensors) {
-      const std::int64_t n = partition_elems[static_cast<std::size_t>(id)];
-      const auto u = static_cast<std::uint64_t>(n);
-      w.take(P::partition_copies, 2 * u);
-      w.take(P::norm_views, 8 * static_cast<std::uint64_t>(ds_norm_view_elems(n)));
-      w.take(P::norms, 8);  // the tensor's norm, freed at the step's norm (after the walk's peak)
-      w.give(P::norm_views, 8 * static_cast<std::uint64_t>(ds_norm_view_elems(n)));
-      w.take(P::fp32_casts, 4 * u);
-      w.give(P::fp32_casts, 4 * u);
-      w.give(P::partition_copies, 2 * u);
-    }
-    if (ranks == 1) w.give(P::bucket_copy, cat);
-  };
-  std::size_t v = 0;
-  while (v < plan.visits.size()) {
-    const std::int64_t j = plan.visits[v].module;
-    const bool forward = plan.visits[v].forward;
-    std::vector<int> idle;
-    std::vector<const DsVisit*> group;
-    const auto make_live = [&](const std::vector<int>& ids) {
-      for (int id : res.make_live(ids)) {
-        if (!held[static_cast<std::size_t>(id)]) w.take(P::parameters, tensor_bytes(id));
-        held[static_cast<std::size_t>(id)] = true;
-      }
-    };
-    for (;
-         v < plan.visits.size() && plan.visits[v].module == j && plan.visits[v].forward == forward;
-         ++v) {
-      const DsVisit& visit = plan.visits[v];
-      group.push_back(&visit);
-      if (blocks) {
-        make_live(visit.fetch);
-        make_live(visit.prefetch);
-        for (int id : res.release(visit.released)) idle.push_back(id);
-      }
-    }
-    if (forward) {
-      take(P::activations, layer_block_of(j));  // what autograd saves
-      take(P::scratch, scratch_of(j));  // DecoderMath::forward's scratch, then the head's logits
-      take(P::logits, logits_of(j));
-      give(P::scratch, scratch_of(j));
-    } else {
-      for (int id : tensors_of[static_cast<std::size_t>(j)])  // autograd's, a block per tensor
-        w.take(P::gradients, tensor_bytes(id));
-      take(P::scratch, scratch_of(j));  // dead, with the logits, before the module's hooks
-      give(P::scratch, scratch_of(j));
-      give(P::logits, logits_of(j));
-      for (const DsVisit* visit : group) {  // each hook: the flush first, then its copy
-        for (std::size_t i = 0; i < visit->grads.size(); ++i) {
-          if (visit->flush_before[i]) flush();
-          w.give(P::gradients, tensor_bytes(visit->grads[i]));
-        }
-      }
-      give(P::activations, layer_block_of(j));
-    }
-    free_idle(idle);
-  }
-  while (next_flush < plan.flushes.size()) flush();
-  if (blocks) free_idle(res.release_all());
-  return {w.peak, w.at_peak};
+  return StepWalk(plan, layout, ranks, partition_elems, decoder).run();
 }
 
 }  // namespace zob::step_detail
