@@ -12,65 +12,22 @@
 # Each NAME.txt starts with its command and ends with the exit code and the wall time.
 # Output: $OUT/r.tar.gz. Run on the GPU machine from the repository root with OUT set.
 set -u
-: "${OUT:?set OUT to the folder whose files come back}"
-root=$PWD
-C=$root/bench/models/configs
-PY=/opt/torch/.venv/bin/python
-mkdir -p "$OUT/r"
-cd "$OUT/r" || exit 1
-{ nvidia-smi; lscpu; } > machine.txt 2>&1
-pack() { (cd "$OUT" && tar czf r.tar.gz r); }
-run() { # BIN NAME FLAGS...: the tool with the bundle's environment
-  local bin=$1 name=$2 s rc
-  shift 2
-  { echo "\$ zero3-offload-bench $*"; s=$(date +%s.%N)
-    (. "$(dirname "$bin")/env.sh"; timeout -k 5 150 "$bin" "$@" --json "$name.json" 2>&1); rc=$?
-    echo "exit code: $rc"; echo "wall: $(awk "BEGIN{print $(date +%s.%N) - $s}") s"; } > "$name.txt"
-  pack
-}
-shared() { # LEAVE NAME FLAGS...: the new tool beside a process holding all but LEAVE bytes
-  local leave=$1 name=$2 hog smi
-  shift 2
-  "$PY" - "$leave" <<'PY' > "hog-$name.txt" 2>&1 &
-import sys, time, torch
-free, total = torch.cuda.mem_get_info()
-keep = int(float(sys.argv[1]))
-x = torch.empty(free - keep, dtype=torch.uint8, device="cuda")
-print("holding", free - keep, "of", total, "leaving", keep, flush=True)
-time.sleep(300)
-PY
-  hog=$!
-  sleep 12
-  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -lms 500 > "apps-$name.txt" 2>&1 &
-  smi=$!
-  run "$B" "$name" "$@"
-  kill $smi $hog 2>/dev/null
-  wait $smi $hog 2>/dev/null
-}
-tar xJf "$root/.xfer-pack/cuda.tar.xz" -C "$root"
-tar xJf "$root/.xfer-pack/old.tar.xz" -C "$root"
-B=$root/.xfer-cuda/zero3-offload-bench
-B0=$root/.xfer-old/zero3-offload-bench
-
-mkdir -p mistral8
-"$PY" - "$C/Mistral-7B-v0.3.json" mistral8/config.json <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["num_hidden_layers"] = 8
-json.dump(c, open(sys.argv[2], "w"), indent=1)
-PY
+# shellcheck source=bench/device-run.sh
+. bench/device-run.sh
+unpack_bundles
+mistral8_config
 common="--offload-param --device cuda --schedule deepspeed --repeats 1"
 m8="--model $OUT/r/mistral8/config.json --batch 4 --seq 512 $common --arms registered --warmup 1 --steps 2"
 # shellcheck disable=SC2086
 run "$B" mistral8 $m8
 # shellcheck disable=SC2086
-shared 11e9 shared-mistral8 $m8
+beside 11e9 shared-mistral8 $m8
 q="--model $C/Qwen2.5-0.5B.json --batch 4 --seq 128 $common"
 l="--model $C/Llama-3.2-3B.json --batch 4 --seq 512 $common"
 # shellcheck disable=SC2086
-shared 4.24e9 shared-qwen05 $q --arms registered --warmup 1 --steps 2
+beside 4.24e9 shared-qwen05 $q --arms registered --warmup 1 --steps 2
 # shellcheck disable=SC2086
-shared 13.81e9 shared-llama3b $l --arms registered --warmup 1 --steps 2
+beside 13.81e9 shared-llama3b $l --arms registered --warmup 1 --steps 2
 # QUICK=1: one Qwen2.5-0.5B pair, no Llama / Qwen2.5-1.5B pairs (a call with little device time)
 pairs="1 2"
 [ "${QUICK:-0}" = 1 ] && pairs=1
