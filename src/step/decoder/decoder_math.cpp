@@ -101,6 +101,19 @@ ScratchOffsets scratch_offsets(const Dims& d) {
   return o;
 }
 
+// The fields [start, next start) of a region laid out at `starts` up to `end`, the empty
+// ones left out: the tensors PyTorch would allocate one by one.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> fields_of(std::vector<std::uint64_t> starts,
+                                                               std::uint64_t end) {
+  std::sort(starts.begin(), starts.end());
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const std::uint64_t next = i + 1 < starts.size() ? starts[i + 1] : end;
+    if (next > starts[i]) out.emplace_back(starts[i], next - starts[i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool activations_per_layer(const RunConfig& c) { return c.schedule == Schedule::deepspeed; }
@@ -126,6 +139,20 @@ DecoderSizes decoder_sizes(const RunConfig& c) {
     s.module_scratch =
         scratch_offsets(d).end + (uses_eager_decoder(c) ? eager_transient_bytes(c) : 0);
     s.logits_block = 2 * static_cast<std::uint64_t>(c.model.vocab) * d.T;
+    const SavedOffsets so = saved_offsets(d);
+    std::vector<std::uint64_t> at = {so.rstd1, so.rstd2, so.xn1, so.qh,   so.kh, so.vh, so.probs,
+                                     so.attn,  so.xmid,  so.xn2, so.gate, so.up, so.act};
+    if (eager_per_layer > 0) {  // EagerSaved: x32_1, x32_2 (fp32), xhat1, xhat2, sg
+      const std::uint64_t f32 = padded(4 * d.T * d.h), b16 = padded(2 * d.T * d.h);
+      for (std::uint64_t o : {std::uint64_t{0}, f32, 2 * f32, 2 * f32 + b16, 2 * f32 + 2 * b16})
+        at.push_back(so.end + o);
+    }
+    s.layer_fields = fields_of(at, s.layer_block);
+    const ScratchOffsets co = scratch_offsets(d);
+    std::vector<std::uint64_t> sc = {co.t[0],   co.t[1], co.t[2],  co.t[3], co.tk,    co.tv,
+                                     co.dprobs, co.dtmp, co.dtmp2, co.dact, co.dgate, co.dup,
+                                     co.probs,  co.krep, co.vrep,  co.xmid, co.end};
+    s.scratch_fields = fields_of(sc, s.module_scratch);  // co.end: the eager transient buffers
   }
   return s;
 }
@@ -207,14 +234,16 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
                                 so.xn2, so.gate, so.up, so.act, so.rstd1, so.rstd2};
   std::copy(std::begin(at), std::end(at), std::begin(saved_at_));
   const auto b = [](char* base, std::uint64_t off) { return reinterpret_cast<bf16*>(base + off); };
-  if (pool_ != nullptr) layer_blocks_.assign(static_cast<std::size_t>(n_), nullptr);
+  if (pool_ != nullptr) layer_blocks_.assign(static_cast<std::size_t>(n_), {});
+  layer_fields_ = s.layer_fields;
+  scratch_fields_ = s.scratch_fields;
   const ScratchOffsets co = scratch_offsets(d);
   const std::uint64_t offsets[16] = {co.t[0],   co.t[1], co.t[2],  co.t[3], co.tk,    co.tv,
                                      co.dprobs, co.dtmp, co.dtmp2, co.dact, co.dgate, co.dup,
                                      co.probs,  co.krep, co.vrep,  co.xmid};
   std::copy(std::begin(offsets), std::end(offsets), std::begin(sc_at_));
   scratch_bytes_ = co.end;
-  if (pool_ == nullptr) bind_scratch(scratch_.as<char>());
+  if (pool_ == nullptr) bind_scratch([&](std::uint64_t o) { return scratch_.as<char>() + o; });
   rstd_f_ = head_saved_.as<float>();
   xf_ = b(head_saved_.as<char>(), padded(4 * d.T));
   eager_ = uses_eager_decoder(c);
@@ -240,12 +269,14 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
 DecoderMath::EagerSaved DecoderMath::eager_saved(std::int64_t layer) const {
   const std::uint64_t th = static_cast<std::uint64_t>(T_ * h_);
   const std::uint64_t f32 = padded(4 * th), b16 = padded(2 * th);
-  char* at = pool_ != nullptr
-                 ? layer_base(layer) + saved_stride_
-                 : eager_saved_.as<char>() + static_cast<std::uint64_t>(layer) * eager_stride_;
-  return {reinterpret_cast<float*>(at), reinterpret_cast<float*>(at + f32),
-          reinterpret_cast<bf16*>(at + 2 * f32), reinterpret_cast<bf16*>(at + 2 * f32 + b16),
-          reinterpret_cast<bf16*>(at + 2 * f32 + 2 * b16)};
+  const auto at = [&](std::uint64_t o) {
+    return pool_ != nullptr
+               ? layer_at(layer, saved_stride_ + o)
+               : eager_saved_.as<char>() + static_cast<std::uint64_t>(layer) * eager_stride_ + o;
+  };
+  return {reinterpret_cast<float*>(at(0)), reinterpret_cast<float*>(at(f32)),
+          reinterpret_cast<bf16*>(at(2 * f32)), reinterpret_cast<bf16*>(at(2 * f32 + b16)),
+          reinterpret_cast<bf16*>(at(2 * f32 + 2 * b16))};
 }
 
 void DecoderMath::norm_forward(const bf16* x, const bf16* w, bf16* y, float* rstd,
@@ -300,43 +331,72 @@ void DecoderMath::heads_backward(const bf16* dqh, const bf16* dkh, const bf16* d
 }
 
 DecoderMath::~DecoderMath() {
-  std::vector<void*> blocks = layer_blocks_;
-  blocks.push_back(scratch_block_);
+  std::vector<void*> blocks = scratch_blocks_;
+  for (const std::vector<void*>& layer : layer_blocks_)
+    blocks.insert(blocks.end(), layer.begin(), layer.end());
   blocks.push_back(logits_block_);
   for (void* block : blocks) {
     if (block != nullptr) pool_->deallocate(block);  // the arm is over: nothing runs any more
   }
 }
 
-char* DecoderMath::layer_base(std::int64_t layer) const {
+namespace {
+
+// Where `offset` of a region lies when each of its fields is a block of its own: the field
+// that starts last at or before it (a member of no size shares its successor's address);
+// nullptr past the last field (a member the layout leaves empty there).
+char* field_at(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& fields,
+               const std::vector<void*>& blocks, std::uint64_t offset) {
+  for (std::size_t i = fields.size(); i-- > 0;) {
+    if (fields[i].first > offset) continue;
+    if (offset >= fields[i].first + fields[i].second) return nullptr;
+    if (blocks[i] == nullptr)
+      throw std::logic_error("decoder: a module's activations read outside their blocks' life");
+    return static_cast<char*>(blocks[i]) + (offset - fields[i].first);
+  }
+  return nullptr;
+}
+
+void take_fields(CachingPoolDevice& pool,
+                 const std::vector<std::pair<std::uint64_t, std::uint64_t>>& fields,
+                 std::vector<void*>& blocks) {
+  blocks.resize(fields.size(), nullptr);
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (blocks[i] == nullptr) blocks[i] = pool.allocate(static_cast<std::size_t>(fields[i].second));
+  }
+}
+
+// Given back once the module's math is enqueued: reusable when the compute queue (and every
+// other, caching_pool.hpp) has passed them.
+void give_fields(CachingPoolDevice& pool, std::vector<void*>& blocks) {
+  for (void*& b : blocks) {
+    if (b != nullptr) pool.deallocate_after(b, Queue::compute);
+    b = nullptr;
+  }
+}
+
+}  // namespace
+
+char* DecoderMath::layer_at(std::int64_t layer, std::uint64_t offset) const {
   if (pool_ == nullptr)
-    return saved_.as<char>() + static_cast<std::uint64_t>(layer) * saved_stride_;
-  char* block = static_cast<char*>(layer_blocks_[static_cast<std::size_t>(layer)]);
-  if (block == nullptr)
-    throw std::logic_error("decoder: a layer's activations read outside its block's life");
-  return block;
+    return saved_.as<char>() + static_cast<std::uint64_t>(layer) * saved_stride_ + offset;
+  return field_at(layer_fields_, layer_blocks_[static_cast<std::size_t>(layer)], offset);
 }
 
-// Taken before the layer's forward; a block left by a step that failed half-way is reused.
+// A layer's saved tensors, one block each as autograd saves them: taken before the layer's
+// forward, given back after its backward; blocks left by a step that failed half-way are reused.
 void DecoderMath::take_layer_block(std::int64_t layer) const {
-  if (pool_ == nullptr) return;
-  void*& block = layer_blocks_[static_cast<std::size_t>(layer)];
-  if (block == nullptr)
-    block = pool_->allocate(static_cast<std::size_t>(saved_stride_ + eager_stride_));
+  if (pool_ != nullptr)
+    take_fields(*pool_, layer_fields_, layer_blocks_[static_cast<std::size_t>(layer)]);
 }
 
-// Given back once the layer's backward is enqueued: reusable when the compute queue (and every
-// other, caching_pool.hpp) has passed it.
 void DecoderMath::give_layer_block(std::int64_t layer) const {
-  if (pool_ == nullptr) return;
-  void*& block = layer_blocks_[static_cast<std::size_t>(layer)];
-  pool_->deallocate_after(block, Queue::compute);
-  block = nullptr;
+  if (pool_ != nullptr) give_fields(*pool_, layer_blocks_[static_cast<std::size_t>(layer)]);
 }
 
-void DecoderMath::bind_scratch(char* base) const {
+void DecoderMath::bind_scratch(const std::function<char*(std::uint64_t)>& at) const {
   bf16* p[16];
-  for (int i = 0; i < 16; ++i) p[i] = reinterpret_cast<bf16*>(base + sc_at_[i]);
+  for (int i = 0; i < 16; ++i) p[i] = reinterpret_cast<bf16*>(at(sc_at_[i]));
   sc_ = {{p[0], p[1], p[2], p[3]},
          p[4],
          p[5],
@@ -350,22 +410,20 @@ void DecoderMath::bind_scratch(char* base) const {
          p[13],
          p[14],
          p[15]};
-  if (eager_) eager_math_.place_transient(base + scratch_bytes_);
+  if (eager_) eager_math_.place_transient(at(scratch_bytes_));
 }
 
-// The module's temporaries, as PyTorch allocates them per operation: one block from its first
-// kernel to the end of its math (backward: before its gradients' hooks run). A block left by a
-// step that failed half-way is reused.
+// The module's temporaries, as PyTorch allocates them, a block per tensor: from its first
+// kernel to the end of its math (backward: before its gradients' hooks run). Blocks left by a
+// step that failed half-way are reused.
 void DecoderMath::take_scratch() const {
   if (pool_ == nullptr) return;
-  if (scratch_block_ == nullptr) scratch_block_ = pool_->allocate(module_scratch_);
-  bind_scratch(static_cast<char*>(scratch_block_));
+  take_fields(*pool_, scratch_fields_, scratch_blocks_);
+  bind_scratch([&](std::uint64_t o) { return field_at(scratch_fields_, scratch_blocks_, o); });
 }
 
 void DecoderMath::give_scratch() const {
-  if (pool_ == nullptr || scratch_block_ == nullptr) return;
-  pool_->deallocate_after(scratch_block_, Queue::compute);
-  scratch_block_ = nullptr;
+  if (pool_ != nullptr) give_fields(*pool_, scratch_blocks_);
 }
 
 void DecoderMath::give_logits() const {
@@ -383,9 +441,8 @@ bf16* DecoderMath::logits() const {
 }
 
 DecoderMath::Saved DecoderMath::saved(std::int64_t layer) const {
-  char* base = layer_base(layer);
-  const auto b = [&](int i) { return reinterpret_cast<bf16*>(base + saved_at_[i]); };
-  const auto f = [&](int i) { return reinterpret_cast<float*>(base + saved_at_[i]); };
+  const auto b = [&](int i) { return reinterpret_cast<bf16*>(layer_at(layer, saved_at_[i])); };
+  const auto f = [&](int i) { return reinterpret_cast<float*>(layer_at(layer, saved_at_[i])); };
   Saved a{b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7), b(8), b(9), b(10), f(11), f(12)};
   a.khr = a.kh;
   a.vhr = a.vh;

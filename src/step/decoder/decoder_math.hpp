@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "step/caching_pool.hpp"
@@ -41,6 +42,11 @@ struct DecoderSizes {
   // its gradients are complete; the head's logits, from its forward until its gradients are.
   std::uint64_t module_scratch = 0;
   std::uint64_t logits_block = 0;
+  // The same blocks as PyTorch allocates them, tensor by tensor: each of a layer's saved
+  // tensors (summing to layer_block) and each of a module's temporaries (summing to
+  // module_scratch; the eager decoder's transient buffers one block), in byte offsets of the
+  // module's region: {offset, bytes}, ascending, none empty.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> layer_fields, scratch_fields;
   std::uint64_t total() const { return saved_layers + head_saved + scratch + tied_grad + eager; }
 };
 DecoderSizes decoder_sizes(const RunConfig& config);
@@ -93,14 +99,14 @@ class DecoderMath {
   void place_buffers(Device& dev, const RunConfig& config);
   // Layer i's saved activations (and after them its eager ones): its pool block, or its slice
   // of saved_ / eager_saved_.
-  char* layer_base(std::int64_t layer) const;
+  char* layer_at(std::int64_t layer, std::uint64_t offset) const;
   void take_layer_block(std::int64_t layer) const;
   void give_layer_block(std::int64_t layer) const;
   // The per-module blocks of DecoderSizes (no-ops without the pool): the scratch block, which
   // sc_ and the eager decoder's transient buffers point into while it is held, and the logits.
   void take_scratch() const;
   void give_scratch() const;
-  void bind_scratch(char* base) const;
+  void bind_scratch(const std::function<char*(std::uint64_t)>& at) const;
   bf16* logits() const;
   void give_logits() const;
   Saved saved(std::int64_t layer) const;
@@ -148,12 +154,14 @@ class DecoderMath {
   std::uint64_t saved_stride_ = 0;
   std::uint64_t eager_stride_ = 0;  // eager_saved_bytes_per_layer
   CachingPoolDevice* pool_ = nullptr;
-  mutable std::vector<void*> layer_blocks_;  // per-layer blocks; empty without the pool
+  // Per layer, one pool block per field of layer_fields_; empty without the pool.
+  mutable std::vector<std::vector<void*>> layer_blocks_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> layer_fields_, scratch_fields_;
   mutable Scratch sc_{};
   std::uint64_t sc_at_[16] = {};     // byte offsets of Scratch's members, in their order
   std::uint64_t scratch_bytes_ = 0;  // DecoderSizes::scratch of the fixed layout
   std::uint64_t module_scratch_ = 0, logits_bytes_ = 0;  // DecoderSizes' per-module blocks
-  mutable void* scratch_block_ = nullptr;
+  mutable std::vector<void*> scratch_blocks_;  // one per field of scratch_fields_ while held
   mutable void* logits_block_ = nullptr;
   bf16* xf_ = nullptr;       // the final norm's output [T,h]
   float* rstd_f_ = nullptr;  // and its rstd [T]

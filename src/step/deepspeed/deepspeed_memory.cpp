@@ -174,11 +174,11 @@ class StepWalk {
  private:
   using P = DsStepPart;
   // Modules 1..M-2 are the decoder's layers (0: the embedding, M-1: the head).
-  std::uint64_t layer_block_of(std::int64_t j) const {
-    return j > 0 && j < M_ - 1 ? decoder_.layer_block : 0;
+  const std::vector<std::uint64_t>& layer_fields_of(std::int64_t j) const {
+    return j > 0 && j < M_ - 1 ? decoder_.layer_fields : none_;
   }
-  std::uint64_t scratch_of(std::int64_t j) const {  // the layers' and the head's
-    return j > 0 ? decoder_.module_scratch : 0;
+  const std::vector<std::uint64_t>& scratch_of(std::int64_t j) const {  // the layers', the head's
+    return j > 0 ? decoder_.scratch_fields : none_;
   }
   std::uint64_t logits_of(std::int64_t j) const { return j == M_ - 1 ? decoder_.logits : 0; }
   std::uint64_t tensor_bytes(int id) const {
@@ -190,6 +190,13 @@ class StepWalk {
   }
   void give(P p, std::uint64_t bytes) {
     if (bytes > 0) w_.give(p, bytes);
+  }
+  // A block per saved tensor or temporary, as autograd and PyTorch's ops allocate them.
+  void take_all(P p, const std::vector<std::uint64_t>& fields) {
+    for (std::uint64_t bytes : fields) w_.take(p, bytes);
+  }
+  void give_all(P p, const std::vector<std::uint64_t>& fields) {
+    for (std::uint64_t bytes : fields) w_.give(p, bytes);
   }
 
   void make_live(const std::vector<int>& ids) {
@@ -207,17 +214,17 @@ class StepWalk {
   }
 
   void forward_math(std::int64_t j) {
-    take(P::activations, layer_block_of(j));  // what autograd saves
-    take(P::scratch, scratch_of(j));  // DecoderMath::forward's scratch, then the head's logits
+    take_all(P::activations, layer_fields_of(j));  // what autograd saves
+    take_all(P::scratch, scratch_of(j));  // DecoderMath::forward's scratch, then the logits
     take(P::logits, logits_of(j));
-    give(P::scratch, scratch_of(j));
+    give_all(P::scratch, scratch_of(j));
   }
 
   void backward_math(std::int64_t j, const std::vector<const DsVisit*>& group) {
     for (int id : tensors_of_[static_cast<std::size_t>(j)])  // autograd's, a block per tensor
       w_.take(P::gradients, tensor_bytes(id));
-    take(P::scratch, scratch_of(j));  // dead, with the logits, before the module's hooks
-    give(P::scratch, scratch_of(j));
+    take_all(P::scratch, scratch_of(j));  // dead, with the logits, before the module's hooks
+    give_all(P::scratch, scratch_of(j));
     give(P::logits, logits_of(j));
     for (const DsVisit* visit : group) {  // each hook: the flush first, then its copy
       for (std::size_t i = 0; i < visit->grads.size(); ++i) {
@@ -225,7 +232,7 @@ class StepWalk {
         w_.give(P::gradients, tensor_bytes(visit->grads[i]));
       }
     }
-    give(P::activations, layer_block_of(j));
+    give_all(P::activations, layer_fields_of(j));
   }
 
   void flush() {
@@ -252,6 +259,7 @@ class StepWalk {
   const int ranks_;
   const std::vector<std::int64_t>& partition_elems_;
   const DsDecoderBlocks& decoder_;
+  const std::vector<std::uint64_t> none_;
   const std::int64_t M_;
   const bool blocks_;
   Walk w_;

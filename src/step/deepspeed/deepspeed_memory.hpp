@@ -67,7 +67,10 @@ std::int64_t ds_norm_view_elems(std::int64_t n);
 // until its gradients are complete, before the hooks); the head's logits, from its forward to
 // the end of its backward's math.
 struct DsDecoderBlocks {
-  std::uint64_t layer_block = 0, module_scratch = 0, logits = 0;
+  // a block per saved tensor and per temporary (DecoderSizes::layer_fields, scratch_fields: the
+  // sizes), and the logits' block
+  std::vector<std::uint64_t> layer_fields, scratch_fields;
+  std::uint64_t logits = 0;
 };
 // What the walk's peak is made of, as the pool rounds each block (the dry run names them).
 enum class DsStepPart {

@@ -38,7 +38,9 @@ class DeepSpeedCase final : public ScheduleCase {
     DsDecoderBlocks decoder;
     if (c.model.decoder()) {
       const DecoderSizes d = decoder_sizes(c);
-      decoder = {d.layer_block, d.module_scratch, d.logits_block};
+      for (const auto& f : d.layer_fields) decoder.layer_fields.push_back(f.second);
+      for (const auto& f : d.scratch_fields) decoder.scratch_fields.push_back(f.second);
+      decoder.logits = d.logits_block;
     }
     const DsStepMemory walk = ds_step_memory(plan, layout, ranks, parts.rank_elems(plan), decoder);
     s.deepspeed_step = walk.peak;
