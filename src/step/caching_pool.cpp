@@ -4,6 +4,9 @@
 #include "step/caching_pool.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "zob/errors.hpp"
@@ -45,7 +48,16 @@ std::uint64_t CachingPoolDevice::fresh_block_size(std::uint64_t bytes) {
 }
 
 CachingPoolDevice::CachingPoolDevice(Device& inner, std::uint64_t cap_bytes)
-    : ForwardingDevice(inner), cap_(cap_bytes) {}
+    : ForwardingDevice(inner), cap_(cap_bytes) {
+  if (const char* path = std::getenv("ZOB_POOL_TRACE"); path != nullptr && *path != '\0') {
+    trace_ = std::fopen(path, "a");
+    if (trace_ == nullptr) {
+      throw UsageError(fmt::format("ZOB_POOL_TRACE: cannot open {} for appending; give a "
+                                    "writable path or unset it",
+                                    path));
+    }
+  }
+}
 
 CachingPoolDevice::~CachingPoolDevice() {
   // Every owner has drained its queues (DrainQueuesOnExit) before its buffers went; a block
@@ -54,6 +66,44 @@ CachingPoolDevice::~CachingPoolDevice() {
   for (const auto& b : blocks_) {
     if (b->ptr != nullptr && b->prev == nullptr) inner().deallocate(b->ptr);
   }
+  if (trace_ != nullptr) std::fclose(trace_);
+}
+
+void CachingPoolDevice::trace(char op, const Block* b, Queue q) const {
+  // op: a (allocate), f (free now), p (free after a fence), c (a pending block collected),
+  // s (a new segment), r (a segment returned); then the block's address, size and queue, and
+  // the pool's allocated and reserved bytes after it.
+  if (trace_ == nullptr) return;
+  std::fprintf(trace_, "%c %p %llu %s %llu %llu\n", op, static_cast<const void*>(b->ptr),
+               static_cast<unsigned long long>(b->size), to_string(q),
+               static_cast<unsigned long long>(allocated_),
+               static_cast<unsigned long long>(reserved_));
+}
+
+std::string CachingPoolDevice::describe() const {
+  struct PerQueue {
+    std::uint64_t reserved = 0, free = 0, largest_free = 0, pending = 0;
+  };
+  PerQueue q[kQueueCount];
+  for (const auto& b : blocks_) {
+    if (b->ptr == nullptr) continue;
+    PerQueue& s = q[static_cast<int>(b->queue)];
+    s.reserved += b->size;  // every block of a segment: the segment's bytes
+    if (b->free) {
+      s.free += b->size;
+      s.largest_free = std::max(s.largest_free, b->size);
+    }
+  }
+  for (const Pending& p : pending_) q[static_cast<int>(p.block->queue)].pending += p.block->size;
+  std::string out = fmt::format("the pool: {} reserved, {} allocated", mib(reserved_),
+                                mib(allocated_));
+  for (int i = 0; i < kQueueCount; ++i) {
+    if (q[i].reserved == 0) continue;
+    out += fmt::format("; {} queue: {} reserved, {} free (largest {}), {} waiting for a fence",
+                       to_string(static_cast<Queue>(i)), mib(q[i].reserved), mib(q[i].free),
+                       mib(q[i].largest_free), mib(q[i].pending));
+  }
+  return out;
 }
 
 void* CachingPoolDevice::allocate(std::size_t bytes) {
@@ -70,6 +120,7 @@ void CachingPoolDevice::deallocate(void* device) noexcept {
   Block* b = it->second;
   live_.erase(it);
   allocated_ -= b->size;
+  trace('f', b, b->queue);
   free_block(b);
 }
 
@@ -83,6 +134,7 @@ void CachingPoolDevice::deallocate_after(void* device, Queue last_use) {
   }
   live_.erase(it);
   allocated_ -= b->size;  // PyTorch counts it free at once; only its reuse waits
+  trace('p', b, last_use);
   Pending p{b, {}};
   for (int q = 0; q < kQueueCount; ++q) {
     if (static_cast<Queue>(q) == b->queue) continue;  // requests of that queue come after
@@ -108,6 +160,7 @@ void CachingPoolDevice::collect_pending(bool wait) {
         if (f && !inner().event_done(*f)) return;
       }
     }
+    trace('c', p.block, p.block->queue);
     free_block(p.block);
     for (auto& f : p.fences) {
       if (f) spare_fences_.push_back(std::move(f));
@@ -156,7 +209,14 @@ CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded, Queue o
       b = find();
       if (b == nullptr) {
         release_free_segments();
-        b = new_segment(rounded, small, owner);
+        try {
+          b = new_segment(rounded, small, owner);
+        } catch (const DeviceError& again) {
+          if (again.kind() != DeviceErrorKind::out_of_memory) throw;
+          throw DeviceError(DeviceErrorKind::out_of_memory,
+                            fmt::format("{} ({} for the {} queue; {})", again.what(),
+                                        mib(rounded), to_string(owner), describe()));
+        }
       }
     }
   }
@@ -178,6 +238,7 @@ CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded, Queue o
   live_[b->ptr] = b;
   allocated_ += b->size;
   allocated_peak_ = std::max(allocated_peak_, allocated_);
+  trace('a', b, owner);
   return b;
 }
 
@@ -194,6 +255,7 @@ CachingPoolDevice::Block* CachingPoolDevice::new_segment(std::uint64_t rounded, 
   b->size = size;
   b->small = small;
   b->queue = owner;
+  trace('s', b, owner);
   return b;
 }
 
@@ -229,6 +291,7 @@ void CachingPoolDevice::release_free_segments() {
     }
     inner().deallocate(b->ptr);
     reserved_ -= b->size;
+    trace('r', b, b->queue);
     it = free_.erase(it);
     *b = Block{};
     spare_blocks_.push_back(b);

@@ -23,6 +23,7 @@
 // fences on the host, then returns wholly free segments (of any queue).
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
@@ -61,6 +62,12 @@ class CachingPoolDevice final : public ForwardingDevice {
   // (reduce_bucket_size 5e8 bf16: 1,000,341,504 B, as torch.cuda.memory_allocated shows).
   static std::uint64_t fresh_block_size(std::uint64_t bytes);
 
+  // What the pool holds, per queue: reserved, allocated, free and the largest free block, and
+  // the blocks still waiting for a fence. An out-of-memory error ends with it, as PyTorch's
+  // names "reserved but unallocated", so a refusal shows whether the device was full of live
+  // blocks or of cached ones that no request of that queue could use.
+  std::string describe() const;
+
  protected:
   void before(const char* op) override { (void)op; }  // every other call goes straight through
 
@@ -95,6 +102,11 @@ class CachingPoolDevice final : public ForwardingDevice {
   void release_free_segments();
   void free_block(Block* b);
   [[noreturn]] void refuse(std::uint64_t rounded, const std::string& why) const;
+  // ZOB_POOL_TRACE=FILE: one line per request, free and segment (a diagnosis of reserved bytes
+  // against allocated ones, replayable offline); off (nullptr) unless set.
+  void trace(char op, const Block* b, Queue q) const;
+
+  std::FILE* trace_ = nullptr;
 
   std::uint64_t cap_ = 0;
   std::set<Block*, BySize> free_;
