@@ -11,6 +11,11 @@ blocks live at that moment by the innermost Python frame in DeepSpeed, transform
 harness (autograd's own allocations, made on its C++ thread, have no Python frame: grouped by
 size). Needs no torch:
     python3 memory_peak.py SNAPSHOT.pickle [--json OUT]
+
+It also says where the reserved bytes went, per stream (the caching allocator keeps each
+stream's segments for that stream's requests): at the reserved peak, each stream's segments and
+how much of them was not live, and the segments taken after the marker; the names come from the
+frame of the first block allocated on the stream.
 """
 import argparse
 import collections
@@ -97,6 +102,56 @@ def analyze(snapshot):
             "live_blocks": len(live), "groups": rows, "events_before_peak": recent}
 
 
+def streams(snapshot):
+    """Per stream: reserved bytes (segment_alloc / segment_free) and live bytes (alloc until
+    free_completed, when the block is reusable), at the reserved peak over the whole trace, and
+    the segments allocated after the marker."""
+    reserved, live, name = collections.Counter(), collections.Counter(), {}
+    live_blocks = {}
+    peak, at_peak, after_marker, new_segments = -1, None, False, []
+    for trace in snapshot.get("device_traces", []):
+        for e in trace:
+            a, st = e.get("action"), e.get("stream", 0)
+            if a == "segment_alloc":
+                reserved[st] += e["size"]
+                if after_marker:
+                    new_segments.append({"stream": st, "bytes": e["size"]})
+            elif a == "segment_free":
+                reserved[st] -= e["size"]
+            elif a == "alloc":
+                live_blocks[e["addr"]] = (st, round_size(e["size"]))
+                live[st] += round_size(e["size"])
+                name.setdefault(st, where(e.get("frames")) or "<no python frame>")
+                if e["size"] == MARKER_BYTES:
+                    after_marker = True
+            elif a == "free_completed" and e["addr"] in live_blocks:
+                bst, b = live_blocks.pop(e["addr"])
+                live[bst] -= b
+            total = sum(reserved.values())
+            if total > peak:
+                peak, at_peak = total, (dict(reserved), dict(live))
+    rows = []
+    if at_peak:
+        res, lv = at_peak
+        rows = [{"stream": st, "first_block_from": name.get(st, "?"), "reserved": res[st],
+                 "not_live": res[st] - lv.get(st, 0)} for st in sorted(res) if res[st]]
+    return {"reserved_peak_bytes": max(peak, 0), "at_reserved_peak": rows,
+            "segments_after_marker": new_segments}
+
+
+def render_streams(rep):
+    out = [f"reserved peak: {rep['reserved_peak_bytes']} B ({rep['reserved_peak_bytes'] / 1e9:.3f} GB); "
+           "per stream there:"]
+    for r in rep["at_reserved_peak"]:
+        out.append(f"  stream {r['stream']}: {r['reserved'] / 1e9:.3f} GB reserved, "
+                   f"{r['not_live'] / 1e9:.3f} GB not live (first block from {r['first_block_from']})")
+    segs = collections.Counter((s["stream"], s["bytes"]) for s in rep["segments_after_marker"])
+    out.append("segments taken after the marker (stream, bytes: count):")
+    for (st, b), c in sorted(segs.items()):
+        out.append(f"  stream {st}, {b} B: {c}")
+    return "\n".join(out) + "\n"
+
+
 def render(rep):
     out = [f"allocated peak after the marker: {rep['peak_bytes']} B ({rep['peak_bytes'] / 1e9:.3f} GB), "
            f"{rep['live_blocks']} live blocks, event {rep['peak_index']} of {rep['events']}",
@@ -115,11 +170,14 @@ def main(argv=None):
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
     with open(args.snapshot, "rb") as f:
-        rep = analyze(pickle.load(f))
+        snapshot = pickle.load(f)
+    rep = analyze(snapshot)
+    rep["streams"] = streams(snapshot)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rep, f, indent=1)
     sys.stdout.write(render(rep))
+    sys.stdout.write(render_streams(rep["streams"]))
 
 
 if __name__ == "__main__":

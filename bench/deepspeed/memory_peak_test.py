@@ -61,6 +61,26 @@ def main():
     except SystemExit as e:
         check("marker" in str(e), f"unexpected refusal {e}")
     check("GB" in mp.render(rep), "render")
+    # per stream: stream 7's segment is half live at the reserved peak; a block freed but not
+    # yet completed (record_stream) still counts as live; segments after the marker listed
+    seg = [{"action": "segment_alloc", "addr": 100, "size": 4096, "stream": 0},
+           ev("alloc", 100, 1024, DS),
+           {"action": "segment_alloc", "addr": 200, "size": 2048, "stream": 7},
+           {**ev("alloc", 200, 1024, HF), "stream": 7},
+           {**ev("free_requested", 200, 1024), "stream": 7},
+           ev("alloc", 101, mp.MARKER_BYTES),
+           ev("free_completed", 101, mp.MARKER_BYTES),
+           {"action": "segment_alloc", "addr": 300, "size": 8192, "stream": 0},
+           {**ev("free_completed", 200, 1024), "stream": 7},
+           {"action": "segment_free", "addr": 300, "size": 8192, "stream": 0}]
+    st = mp.streams({"device_traces": [seg]})
+    check(st["reserved_peak_bytes"] == 4096 + 2048 + 8192, f"reserved peak {st['reserved_peak_bytes']}")
+    rows = {r["stream"]: r for r in st["at_reserved_peak"]}
+    check(rows[7]["reserved"] == 2048 and rows[7]["not_live"] == 1024, f"stream 7 {rows.get(7)}")
+    check(rows[0]["not_live"] == 4096 + 8192 - 1024, f"stream 0 {rows.get(0)}")
+    check(rows[7]["first_block_from"] == hf, f"stream 7 named {rows[7]['first_block_from']}")
+    check(st["segments_after_marker"] == [{"stream": 0, "bytes": 8192}], f"{st['segments_after_marker']}")
+    check("stream 7" in mp.render_streams(st), "render_streams")
     print(f"{ok} passed, {bad} failed")
     return 1 if bad else 0
 
