@@ -48,7 +48,7 @@ traced shared-qwen05 beside 4.24e9 shared-qwen05 $q --arms registered --warmup 1
 # shellcheck disable=SC2086
 traced shared-llama3b beside 13.81e9 shared-llama3b $l --arms registered --warmup 1 --steps 2
 # shellcheck disable=SC2086
-run "$B" qwen05 $q --arms registered,unregistered --warmup 2 --steps 3
+traced qwen05 run "$B" qwen05 $q --arms registered,unregistered --warmup 2 --steps 3
 # shellcheck disable=SC2086
 run "$B0" old-qwen05 $q --arms registered,unregistered --warmup 2 --steps 3
 xz -T0 "$OUT"/r/pool-*.txt
