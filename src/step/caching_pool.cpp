@@ -52,9 +52,10 @@ CachingPoolDevice::CachingPoolDevice(Device& inner, std::uint64_t cap_bytes)
   if (const char* path = std::getenv("ZOB_POOL_TRACE"); path != nullptr && *path != '\0') {
     trace_ = std::fopen(path, "a");
     if (trace_ == nullptr) {
-      throw UsageError(fmt::format("ZOB_POOL_TRACE: cannot open {} for appending; give a "
-                                    "writable path or unset it",
-                                    path));
+      throw UsageError(
+          fmt::format("ZOB_POOL_TRACE: cannot open {} for appending; give a "
+                      "writable path or unset it",
+                      path));
     }
   }
 }
@@ -95,8 +96,8 @@ std::string CachingPoolDevice::describe() const {
     }
   }
   for (const Pending& p : pending_) q[static_cast<int>(p.block->queue)].pending += p.block->size;
-  std::string out = fmt::format("the pool: {} reserved, {} allocated", mib(reserved_),
-                                mib(allocated_));
+  std::string out =
+      fmt::format("the pool: {} reserved, {} allocated", mib(reserved_), mib(allocated_));
   for (int i = 0; i < kQueueCount; ++i) {
     if (q[i].reserved == 0) continue;
     out += fmt::format("; {} queue: {} reserved, {} free (largest {}), {} waiting for a fence",
@@ -214,8 +215,8 @@ CachingPoolDevice::Block* CachingPoolDevice::take(std::uint64_t rounded, Queue o
         } catch (const DeviceError& again) {
           if (again.kind() != DeviceErrorKind::out_of_memory) throw;
           throw DeviceError(DeviceErrorKind::out_of_memory,
-                            fmt::format("{} ({} for the {} queue; {})", again.what(),
-                                        mib(rounded), to_string(owner), describe()));
+                            fmt::format("{} ({} for the {} queue; {})", again.what(), mib(rounded),
+                                        to_string(owner), describe()));
         }
       }
     }

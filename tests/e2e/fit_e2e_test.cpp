@@ -116,8 +116,8 @@ TEST(Fit, SkipsWhatDoesNotFitAndRepeatsNoSplit) {
   EXPECT_NE(r.out.find("fit: 0.9    registered"), std::string::npos) << r.out;
 }
 
-// A candidate that is plainly slower (its steps tripled by a test hook) is not the winner;
-// the winner is the fastest candidate of the table, and the settings printed and in
+// A candidate that is plainly slower (its steps made ten times as long by a test hook) is not the
+// winner; the winner is the fastest candidate of the table, and the settings printed and in
 // DRIVERRESULT are its arm's, after a margin over the baseline whose interval excludes 1.0.
 TEST(Fit, TheWinnerIsTheFastestAndTheSettingsAreItsArms) {
   const std::string json = temp_path("fit-winner.json");
