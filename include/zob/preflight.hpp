@@ -11,16 +11,24 @@
 
 namespace zob {
 
-// What a run may allocate on one device: --device-memory where given (and below the device's
-// total), else the device's total; 0 when neither is known.
-std::uint64_t device_limit_bytes(const RunConfig& config, std::uint64_t device_total_bytes);
+// The device's memory as the pre-flight knows it (0: unknown). `free` is what a fresh process
+// found free with its own context made (the device probe's cudaMemGetInfo): on a GPU another
+// process shares, an arm has that, not the total. Converts from a total alone (no free known).
+struct DeviceMemory {
+  std::uint64_t total = 0, free = 0;
+  DeviceMemory(std::uint64_t total_bytes = 0, std::uint64_t free_bytes = 0)  // NOLINT: implicit
+      : total(total_bytes), free(free_bytes) {}
+};
 
-// device_total_bytes: 0 when unknown. Each figure is checked against its own limit: the node's
-// host memory against MemAvailable, one rank's locked bytes against RLIMIT_MEMLOCK (per
-// process), one rank's device peak against device_limit_bytes. Throws UsageError naming the
-// first shortfall.
+// What a run may allocate on one device: the least of --device-memory, the device's total and
+// its free memory, where known; 0 when none is.
+std::uint64_t device_limit_bytes(const RunConfig& config, DeviceMemory device);
+
+// Each figure is checked against its own limit: the node's host memory against MemAvailable,
+// one rank's locked bytes against RLIMIT_MEMLOCK (per process), one rank's device peak against
+// device_limit_bytes. Throws UsageError naming the first shortfall.
 void preflight_check(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
-                     std::uint64_t device_total_bytes);
+                     DeviceMemory device);
 
 // What DeepSpeed's own estimator (estimate_zero3_model_states_mem_needs_all_cold, the row with
 // this offload_param, offload_optimizer=cpu and zero_init=1) says a model needs, computed from
@@ -37,6 +45,6 @@ DeepSpeedEstimate deepspeed_estimate(const ModelShape& model, int gpus_per_node,
 // else the most --layers at --batch 1, as one phrase ("--batch 3 fits (the largest that
 // does)").
 std::string what_would_fit(const RunConfig& config, const HostEnvironment& host,
-                           std::uint64_t device_total_bytes);
+                           DeviceMemory device);
 
 }  // namespace zob

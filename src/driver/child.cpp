@@ -118,6 +118,9 @@ int run_probe_child(const RunConfig& config, int result_fd) {
       device = create_device({to_string(config.device), config.device_index});
     }
     out = {{"ok", true}, {"device_info", device->info()}};
+    // Free memory with this process's context made, as an arm's will be: the pre-flight's
+    // figure on a device another process shares (0: the backend cannot tell).
+    out["device_free_bytes"] = test_hooks::probe_free_bytes(device->occupancy().free_bytes);
     if (config.gpus != 1) {
       // --gpus N / all: how many devices there are, and whether ranks can exchange their
       // memory (NCCL on CUDA) -- so the parent refuses before any arm starts.

@@ -98,12 +98,12 @@ struct PointPlan {
 };
 
 std::vector<PointPlan> plan_points(const RunConfig& config, const HostEnvironment& host,
-                                   std::uint64_t device_total_bytes) {
+                                   DeviceMemory device_memory) {
   std::vector<PointPlan> out;
   for (RunConfig& point : sweep_points(config)) {
     PointPlan p{point, plan_memory(point), {}};
     try {
-      preflight_check(point, p.plan, host, device_total_bytes);
+      preflight_check(point, p.plan, host, device_memory);
     } catch (const UsageError& e) {
       const std::string why = e.what();
       p.refused = why.rfind("pre-flight: ", 0) == 0 ? why.substr(12) : why;
@@ -156,19 +156,21 @@ nlohmann::ordered_json points_json(const std::vector<PointPlan>& points) {
 
 }  // namespace
 
-int run_dry_run(const RunConfig& config, const HostEnvironment& host, const DeviceInfo& device) {
+int run_dry_run(const RunConfig& config, const HostEnvironment& host, const DeviceInfo& device,
+                std::uint64_t device_free_bytes) {
+  const DeviceMemory room{device.total_memory_bytes, device_free_bytes};
   const ModelLayout layout = ModelLayout::build(config.model);
   const MemoryPlan plan = plan_memory(config);
   std::string verdict = "fits";
   bool ok = true;
   try {
-    preflight_check(config, plan, host, device.total_memory_bytes);
+    preflight_check(config, plan, host, room);
   } catch (const UsageError& e) {
     verdict = e.what();
     ok = false;
   }
   // The run refuses a sweep any of whose configurations does not fit (parent.cpp).
-  const std::vector<PointPlan> points = plan_points(config, host, device.total_memory_bytes);
+  const std::vector<PointPlan> points = plan_points(config, host, room);
   // --fit skips what does not fit: its search is refused only when nothing does.
   const bool some_fit = std::any_of(points.begin(), points.end(),
                                     [](const PointPlan& p) { return p.refused.empty(); });
@@ -188,13 +190,14 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
                                                           reason + ")"
                                                     : "refused: " + reason;
   const std::string model = model_name(config.model);
-  const std::uint64_t device_limit = device_limit_bytes(config, device.total_memory_bytes);
+  const std::uint64_t device_limit = device_limit_bytes(config, room);
   std::string out = "dry run: nothing allocated, no arm started\n";
   out += fmt::format("model: {}, {} params ({:.3f} B); {}\n", model, layout.total,
                      static_cast<double>(layout.total) / 1e9, module_summary(layout));
-  out += fmt::format("step: {} loop, {} schedule, {} tokens/step, device {} ({}, {}){}\n",
+  out += fmt::format("step: {} loop, {} schedule, {} tokens/step, device {} ({}, {}{}){}\n",
                      to_string(config.loop), to_string(config.schedule), config.tokens(),
                      device.backend, device.name, gb(device.total_memory_bytes),
+                     room.free > 0 ? fmt::format(", {} free now", gb(room.free)) : "",
                      config.device_memory_bytes > 0
                          ? fmt::format(", --device-memory {}", gb(config.device_memory_bytes))
                          : "");
@@ -258,7 +261,7 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
   const std::string would_fit =
       ok          ? ""
       : base_fits ? "the configurations above marked fits (drop the others from the lists)"
-                  : what_would_fit(config, host, device.total_memory_bytes);
+                  : what_would_fit(config, host, room);
   if (!ok) out += fmt::format("what would fit: {}\n", would_fit);
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
@@ -277,6 +280,7 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
           {"device_bytes", plan.device_bytes},
           {"device_parts", device_parts_json(plan)},
           {"device_limit_bytes", device_limit},
+          {"device_free_bytes", room.free},
           {"layer_activation_bytes", plan.layer_activation_bytes},
           {"host_buffers", buffers_json(plan)},
           {"arms", arms},

@@ -8,9 +8,6 @@
 namespace zob::test_hooks {
 
 Device::Occupancy FaultDevice::occupancy() const {
-  // Where the device cannot tell its free memory (the CPU device, the fake Level Zero
-  // driver), every arm's device reports the same 64 GiB, so only `shared_` makes a difference.
-  constexpr std::uint64_t kKnownFree = std::uint64_t{64} << 30;
   Occupancy o = inner().occupancy();
   if (o.free_bytes == 0) o.free_bytes = kKnownFree;
   if (shared_.other_processes >= 0) o.other_processes = shared_.other_processes;

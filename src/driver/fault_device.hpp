@@ -21,6 +21,9 @@ struct OwnedDevice {
 
 class FaultDevice final : private OwnedDevice, public ForwardingDevice {
  public:
+  // Where the device cannot tell its free memory (the CPU device, the fake Level Zero
+  // driver), every arm's device reports the same 64 GiB, so only `shared_` makes a difference.
+  static constexpr std::uint64_t kKnownFree = std::uint64_t{64} << 30;
   // Another user of the device as occupancy() reports it (ZOB_TEST_DEVICE_SHARED): this many
   // other processes (-1: the real device's answer), this much of its free memory taken.
   struct Shared {

@@ -25,7 +25,7 @@ std::string label_of(const FitCandidate& c) {
 }
 
 FitCandidate plan_candidate(const RunConfig& config, double ratio, Arm arm,
-                            const HostEnvironment& host, std::uint64_t device_total_bytes) {
+                            const HostEnvironment& host, DeviceMemory device_memory) {
   const RunConfig point = fit_point(config, ratio, arm);
   const MemoryPlan plan = plan_memory(point);
   FitCandidate c;
@@ -37,7 +37,7 @@ FitCandidate plan_candidate(const RunConfig& config, double ratio, Arm arm,
   c.planned_locked_bytes = arm_locks(arm) ? plan.host_pinned_bytes : 0;
   if (config.skip_preflight) return c;
   try {
-    preflight_check(point, plan, host, device_total_bytes);
+    preflight_check(point, plan, host, device_memory);
   } catch (const UsageError& e) {
     const std::string why = e.what();
     c.skipped = "does not fit: " + (why.rfind("pre-flight: ", 0) == 0 ? why.substr(12) : why);
@@ -57,7 +57,7 @@ RunConfig fit_point(const RunConfig& config, double offload_ratio, Arm arm) {
 }
 
 std::vector<FitCandidate> plan_fit_candidates(const RunConfig& config, const HostEnvironment& host,
-                                              std::uint64_t device_total_bytes) {
+                                              DeviceMemory device_memory) {
   std::vector<FitCandidate> out;
   std::vector<std::pair<std::int64_t, double>> splits;  // device sub-groups -> its first ratio
   for (const double ratio : fit_ratios(config)) {
@@ -66,7 +66,7 @@ std::vector<FitCandidate> plan_fit_candidates(const RunConfig& config, const Hos
     const auto same = std::find_if(splits.begin(), splits.end(),
                                    [&](const auto& s) { return s.first == on_device; });
     for (const Arm arm : config.arms) {
-      FitCandidate c = plan_candidate(config, ratio, arm, host, device_total_bytes);
+      FitCandidate c = plan_candidate(config, ratio, arm, host, device_memory);
       if (same != splits.end()) {
         c.skipped = fmt::format("same split as ratio {:g} ({} of {} sub-groups on the device)",
                                 same->second, c.device_sub_groups, c.sub_groups);
@@ -84,7 +84,7 @@ std::vector<FitCandidate> plan_fit_candidates(const RunConfig& config, const Hos
     base->baseline = true;
     if (base->skipped.rfind("same split", 0) == 0) base->skipped.clear();
   } else {
-    FitCandidate c = plan_candidate(config, 1.0, Arm::pageable, host, device_total_bytes);
+    FitCandidate c = plan_candidate(config, 1.0, Arm::pageable, host, device_memory);
     c.baseline = true;
     out.push_back(std::move(c));
   }
@@ -230,17 +230,19 @@ void announce(const FitSearch& fit) {
 
 }  // namespace
 
-int run_fit(const RunConfig& resolved, const DeviceInfo& info, RunResult& run) {
+int run_fit(const RunConfig& resolved, const DeviceInfo& info, std::uint64_t device_free_bytes,
+            RunResult& run) {
+  const DeviceMemory room{info.total_memory_bytes, device_free_bytes};
   FitSearch fit;
   fit.budget_s = resolved.fit_budget_s;
   fit.rounds_planned = std::max(resolved.repeats, 1);
-  fit.candidates = plan_fit_candidates(resolved, run.host, info.total_memory_bytes);
+  fit.candidates = plan_fit_candidates(resolved, run.host, room);
   const auto runs = [](const FitCandidate& c) { return c.skipped.empty(); };
   if (std::none_of(fit.candidates.begin(), fit.candidates.end(), runs)) {
     const FitCandidate& first = fit.candidates.front();
     throw UsageError(fmt::format(
         "--fit: no candidate fits ({}: {}); what would fit: {}", label_of(first), first.skipped,
-        what_would_fit(fit_point(resolved, 1.0, first.arm), run.host, info.total_memory_bytes)));
+        what_would_fit(fit_point(resolved, 1.0, first.arm), run.host, room)));
   }
   run.config = resolved;
   for (const FitCandidate& c : fit.candidates) {  // the arms the reports name: --arms + baseline

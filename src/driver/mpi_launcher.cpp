@@ -180,7 +180,11 @@ Status open_device(RunConfig& c, const Place& p, int device_index, std::unique_p
     c.device = parse_device_kind(device->info().backend);
     if (!c.skip_preflight || p.rank == 0) host = collect_host_environment();
     if (!c.skip_preflight) {
-      preflight_check(c, plan_memory(c, p.local_size), host, device->info().total_memory_bytes);
+      // This rank's device as it has it now, its context made (free: another process's share
+      // is not this rank's).
+      preflight_check(c, plan_memory(c, p.local_size), host,
+                      DeviceMemory{device->info().total_memory_bytes,
+                                   device->occupancy().free_bytes});
     }
   } catch (const std::exception& e) {
     return status_of(e, fmt::format("rank {} of {}: ", p.rank, p.size));

@@ -303,11 +303,11 @@ namespace {
 // Every configuration of the sweep, before any arm runs: the plan changes with the ratio (and
 // the chunk), so the first one fitting says nothing of the others.
 void preflight_points(const RunConfig& config, const HostEnvironment& host,
-                      std::uint64_t device_total_bytes) {
+                      DeviceMemory device_memory) {
   const std::vector<RunConfig> points = sweep_points(config);
   for (const RunConfig& point : points) {
     try {
-      preflight_check(point, plan_memory(point), host, device_total_bytes);
+      preflight_check(point, plan_memory(point), host, device_memory);
     } catch (const UsageError& e) {
       if (points.size() == 1) throw;
       const SweepPoint label{point.chunk_elems, point.sub_group_size, {}, point.offload_ratio};
@@ -342,12 +342,19 @@ int run_driver(const RunConfig& config) {
   if (const int code = resolve_devices(config, answer, info, resolved, run)) return code;
   run.device_info = info;
   run.has_environment = true;
+  // What the probe found free (its own context made, as an arm's will be): a device another
+  // process shares holds less than its total. One device's figure; with --gpus N each rank's
+  // device may differ, so the ranks' launcher checks its own (mpi_launcher.cpp).
+  const std::uint64_t free_bytes =
+      resolved.gpus <= 1 ? answer.value("device_free_bytes", std::uint64_t{0}) : 0;
   // --fit --dry-run: the CLI put the search's ratios in the sweep, so each is planned.
-  if (config.dry_run) return run_dry_run(resolved, run.host, info);
-  if (config.fit) return run_fit(resolved, info, run);
+  if (config.dry_run) return run_dry_run(resolved, run.host, info, free_bytes);
+  if (config.fit) return run_fit(resolved, info, free_bytes, run);
   // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
   // half-way with memory locked.
-  if (!config.skip_preflight) preflight_points(resolved, run.host, info.total_memory_bytes);
+  if (!config.skip_preflight) {
+    preflight_points(resolved, run.host, DeviceMemory{info.total_memory_bytes, free_bytes});
+  }
   std::fprintf(stderr, "zero3-offload-bench: device %s (%s); arms:", info.backend.c_str(),
                one_line(info.name).c_str());
   for (Arm a : config.arms) std::fprintf(stderr, " %s", to_string(a));

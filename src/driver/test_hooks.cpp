@@ -233,6 +233,16 @@ std::unique_ptr<Device> fault_device(std::unique_ptr<Device> device, Arm arm) {
   return wrapped;
 }
 
+std::uint64_t probe_free_bytes(std::uint64_t real) {
+  unsigned long long taken = 0;
+  int others = 0;
+  if (std::sscanf(settings().device_shared.c_str(), "probe:%d:%llu", &others, &taken) != 2) {
+    return real;
+  }
+  const std::uint64_t free = real > 0 ? real : FaultDevice::kKnownFree;
+  return free - std::min<std::uint64_t>(free, taken);
+}
+
 std::unique_ptr<Collectives> mpi_rank_fault_collectives(Collectives& comm, int rank) {
   const std::string& spec = settings().mpi_rank_fault;
   int r = -1, at = 0;

@@ -67,6 +67,10 @@ std::unique_ptr<Collectives> mpi_rank_fault_collectives(Collectives& comm, int r
 // in zob/host_memory.hpp), as a bug would. Either way the arm's own check of what the driver
 // reports (check_driver_registration, step/arm_result_fill.hpp) must fail the arm.
 std::unique_ptr<Device> fault_device(std::unique_ptr<Device> device, Arm arm);
+// The device probe's free memory: `real`, or under ZOB_TEST_DEVICE_SHARED=probe:N:BYTES what a
+// device of `real` free (64 GiB where it cannot tell, as FaultDevice) has once another process
+// holds BYTES of it, so the pre-flight's use of the free figure is tested on the CPU device.
+std::uint64_t probe_free_bytes(std::uint64_t real);
 
 // ZOB_TEST_SHARE_DEVICE=1: every rank of --gpus N on device --device-index, so the multi-rank
 // path of an accelerator runs on a one-GPU machine (the results count, the timings do not).

@@ -45,9 +45,9 @@ DeepSpeedEstimate deepspeed_estimate(const ModelShape& model, int gpus_per_node,
 
 namespace {
 
-bool fits(const RunConfig& c, const HostEnvironment& host, std::uint64_t device_total_bytes) {
+bool fits(const RunConfig& c, const HostEnvironment& host, DeviceMemory device) {
   try {
-    preflight_check(c, plan_memory(c), host, device_total_bytes);
+    preflight_check(c, plan_memory(c), host, device);
     return true;
   } catch (const UsageError&) {
     return false;
@@ -57,12 +57,12 @@ bool fits(const RunConfig& c, const HostEnvironment& host, std::uint64_t device_
 // The largest value v in [1, below) for which the pre-flight passes once set(c, v) (0: none).
 template <class Set>
 std::int64_t largest_fitting(RunConfig c, Set set, std::int64_t below, const HostEnvironment& host,
-                             std::uint64_t device_total_bytes) {
+                             DeviceMemory device) {
   std::int64_t lo = 0, hi = below;  // lo fits (or is 0), hi does not
   while (hi - lo > 1) {
     const std::int64_t mid = lo + (hi - lo) / 2;
     set(c, mid);
-    (fits(c, host, device_total_bytes) ? lo : hi) = mid;
+    (fits(c, host, device) ? lo : hi) = mid;
   }
   return lo;
 }
@@ -70,11 +70,11 @@ std::int64_t largest_fitting(RunConfig c, Set set, std::int64_t below, const Hos
 }  // namespace
 
 std::string what_would_fit(const RunConfig& config, const HostEnvironment& host,
-                           std::uint64_t device_total_bytes) {
+                           DeviceMemory device) {
   // Only the device and host figures depend on these; a memlock shortfall does not shrink
   // with the batch, so the search then finds nothing and says so.
   const auto batch = [](RunConfig& c, std::int64_t v) { c.batch = v; };
-  if (const std::int64_t b = largest_fitting(config, batch, config.batch, host, device_total_bytes);
+  if (const std::int64_t b = largest_fitting(config, batch, config.batch, host, device);
       b > 0) {
     return fmt::format("--batch {} fits (the largest that does)", b);
   }
@@ -83,7 +83,7 @@ std::string what_would_fit(const RunConfig& config, const HostEnvironment& host,
     c.model.layers = v;
   };
   if (const std::int64_t l =
-          largest_fitting(config, layers_at_batch_1, config.model.layers, host, device_total_bytes);
+          largest_fitting(config, layers_at_batch_1, config.model.layers, host, device);
       l > 0) {
     return fmt::format("--batch 1 --layers {} fits (the most layers that do)", l);
   }

@@ -28,14 +28,37 @@ std::string whose(const MemoryPlan& plan) {
 
 }  // namespace
 
-std::uint64_t device_limit_bytes(const RunConfig& config, std::uint64_t device_total_bytes) {
-  if (config.device_memory_bytes == 0) return device_total_bytes;
-  if (device_total_bytes == 0) return config.device_memory_bytes;
-  return std::min(config.device_memory_bytes, device_total_bytes);
+std::uint64_t device_limit_bytes(const RunConfig& config, DeviceMemory device) {
+  std::uint64_t limit = 0;
+  for (const std::uint64_t b : {config.device_memory_bytes, device.total, device.free}) {
+    if (b > 0) limit = limit == 0 ? b : std::min(limit, b);
+  }
+  return limit;
 }
 
+namespace {
+
+// Which bound device_limit_bytes took: "--device-memory allows 24.00 GB", "the device has
+// 80.00 GB", "the device has 10.41 GB free (of 85.02 GB: other processes hold the rest, and
+// the context a process makes)".
+std::string device_limit_text(const RunConfig& config, DeviceMemory device, std::uint64_t limit,
+                              std::uint64_t needed) {
+  if (config.device_memory_bytes > 0 && limit == config.device_memory_bytes) {
+    return "--device-memory allows " + gb_apart(limit, needed);
+  }
+  if (device.free > 0 && limit == device.free && device.free < device.total) {
+    return fmt::format(
+        "the device has {} free now (of {}: other processes and a process's own context hold "
+        "the rest)",
+        gb_apart(limit, needed), gb(device.total));
+  }
+  return "the device has " + gb_apart(limit, needed);
+}
+
+}  // namespace
+
 void preflight_check(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
-                     std::uint64_t device_total_bytes) {
+                     DeviceMemory device) {
   // Arms run one after another, so one arm's needs are what must fit; its ranks run at once,
   // all on this node (plan.ranks of them), each a process of its own.
   const std::uint64_t host_needed = plan.host_node_bytes();
@@ -59,14 +82,13 @@ void preflight_check(const RunConfig& config, const MemoryPlan& plan, const Host
         gb(plan.host_pinned_bytes), plan.host_pinned_bytes,
         plan.ranks > 1 ? "each rank's process" : "the arm's process", host.memlock_limit));
   }
-  const std::uint64_t limit = device_limit_bytes(config, device_total_bytes);
+  const std::uint64_t limit = device_limit_bytes(config, device);
   if (limit > 0 && plan.device_bytes > limit) {
-    const bool capped = config.device_memory_bytes > 0 && limit == config.device_memory_bytes;
     throw UsageError(fmt::format(
-        "pre-flight: {} needs {} of device memory at its peak but {} {}; use a smaller model, "
+        "pre-flight: {} needs {} of device memory at its peak but {}; use a smaller model, "
         "--batch or --seq{}",
         whose(plan), gb_apart(plan.device_bytes, limit),
-        capped ? "--device-memory allows" : "the device has", gb_apart(limit, plan.device_bytes),
+        device_limit_text(config, device, limit, plan.device_bytes),
         std::string(config.loop == Loop::copy_back
                         ? ", or --offload-param (parameters fetched per module)"
                         : "") +

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -367,6 +368,10 @@ TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
   EXPECT_NE(failed.at("pageable").at("error").get<std::string>().find("--device-memory"),
             std::string::npos)
       << failed.at("pageable").at("error");
+  // The refusal says what the pool held, per queue (cached but free, or live).
+  EXPECT_NE(failed.at("pageable").at("error").get<std::string>().find("; compute queue: "),
+            std::string::npos)
+      << failed.at("pageable").at("error");
 
   // What would fit: a shape whose activations outweigh the reduce bucket (dry runs only, no
   // step), capped between its batch-1 and batch-16 plans; the batch it names passes the
@@ -396,6 +401,42 @@ TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
   ASSERT_LT(batch, 16);
   EXPECT_EQ(run_bench(with(limit, batch)).rc, 0);
   EXPECT_EQ(run_bench(with(limit, batch + 1)).rc, 2);
+}
+
+// On a device another process shares, the pre-flight holds the plan against the free memory
+// the device probe found (its own context made), not the total: refused (exit 2, before any
+// arm) where the free memory is below the plan, though the device's total holds it; the dry
+// run says so and prints the free figure. (ZOB_TEST_DEVICE_SHARED=probe:N:BYTES: a device of
+// 64 GiB free where the CPU device cannot tell, less BYTES held by another process.)
+TEST(SchedE2E, ThePreflightHoldsThePlanAgainstTheFreeMemoryTheProbeFound) {
+  const std::uint64_t plan = planned_device_bytes(capped_run(1ull << 40, {"--batch", "8"}));
+  ASSERT_GT(plan, 0u);
+  const std::uint64_t known_free = std::uint64_t{64} << 30;
+  const auto holding = [&](double leave) {  // another process leaving leave x the plan free
+    const auto left = static_cast<std::uint64_t>(static_cast<double>(plan) * leave);
+    return zob_e2e::Env{
+        {"ZOB_TEST_DEVICE_SHARED", "probe:1:" + std::to_string(known_free - left)}};
+  };
+  const BenchRun refused = run_bench(capped_run(1ull << 40, {"--batch", "8"}), holding(0.9));
+  EXPECT_EQ(refused.rc, 2) << refused.err;
+  zob_e2e::expect_one_error_line(refused, "free now (of ");
+  EXPECT_EQ(refused.err.find("step 1/"), std::string::npos) << "an arm ran: " << refused.err;
+
+  const std::string json = ::testing::TempDir() + "zob_free_plan.json";
+  for (const double leave : {0.9, 1.5}) {
+    std::vector<std::string> a = capped_run(1ull << 40, {"--batch", "8"});
+    a.insert(a.end(), {"--dry-run", "--json", json});
+    const BenchRun dry = run_bench(a, holding(leave));
+    EXPECT_EQ(dry.rc, leave < 1 ? 2 : 0) << dry.out << dry.err;
+    EXPECT_NE(dry.out.find(" free now)"), std::string::npos) << dry.out;
+    std::ifstream in(json);
+    ASSERT_TRUE(in) << dry.err;
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const auto left = static_cast<std::uint64_t>(static_cast<double>(plan) * leave);
+    EXPECT_EQ(j.at("plan").at("device_free_bytes").get<std::uint64_t>(), left) << j.at("plan");
+    EXPECT_EQ(j.at("plan").at("device_limit_bytes").get<std::uint64_t>(), left);
+    std::remove(json.c_str());
+  }
 }
 
 // The host memory each arm holds is what the dry run's plan says (to the page), through the real
