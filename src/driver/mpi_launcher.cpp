@@ -182,9 +182,9 @@ Status open_device(RunConfig& c, const Place& p, int device_index, std::unique_p
     if (!c.skip_preflight) {
       // This rank's device as it has it now, its context made (free: another process's share
       // is not this rank's).
-      preflight_check(c, plan_memory(c, p.local_size), host,
-                      DeviceMemory{device->info().total_memory_bytes,
-                                   device->occupancy().free_bytes});
+      preflight_check(
+          c, plan_memory(c, p.local_size), host,
+          DeviceMemory{device->info().total_memory_bytes, device->occupancy().free_bytes});
     }
   } catch (const std::exception& e) {
     return status_of(e, fmt::format("rank {} of {}: ", p.rank, p.size));

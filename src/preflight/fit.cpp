@@ -74,8 +74,7 @@ std::string what_would_fit(const RunConfig& config, const HostEnvironment& host,
   // Only the device and host figures depend on these; a memlock shortfall does not shrink
   // with the batch, so the search then finds nothing and says so.
   const auto batch = [](RunConfig& c, std::int64_t v) { c.batch = v; };
-  if (const std::int64_t b = largest_fitting(config, batch, config.batch, host, device);
-      b > 0) {
+  if (const std::int64_t b = largest_fitting(config, batch, config.batch, host, device); b > 0) {
     return fmt::format("--batch {} fits (the largest that does)", b);
   }
   const auto layers_at_batch_1 = [](RunConfig& c, std::int64_t v) {

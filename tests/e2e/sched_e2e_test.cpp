@@ -414,8 +414,7 @@ TEST(SchedE2E, ThePreflightHoldsThePlanAgainstTheFreeMemoryTheProbeFound) {
   const std::uint64_t known_free = std::uint64_t{64} << 30;
   const auto holding = [&](double leave) {  // another process leaving leave x the plan free
     const auto left = static_cast<std::uint64_t>(static_cast<double>(plan) * leave);
-    return zob_e2e::Env{
-        {"ZOB_TEST_DEVICE_SHARED", "probe:1:" + std::to_string(known_free - left)}};
+    return zob_e2e::Env{{"ZOB_TEST_DEVICE_SHARED", "probe:1:" + std::to_string(known_free - left)}};
   };
   const BenchRun refused = run_bench(capped_run(1ull << 40, {"--batch", "8"}), holding(0.9));
   EXPECT_EQ(refused.rc, 2) << refused.err;
