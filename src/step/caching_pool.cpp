@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <utility>
@@ -51,6 +53,9 @@ CachingPoolDevice::CachingPoolDevice(Device& inner, std::uint64_t cap_bytes)
     : ForwardingDevice(inner), cap_(cap_bytes) {
   if (const char* path = std::getenv("ZOB_POOL_TRACE"); path != nullptr && *path != '\0') {
     trace_ = std::fopen(path, "a");
+    // Every arm's process appends to the one file: a header starts each pool's lines.
+    if (trace_ != nullptr)
+      std::fprintf(trace_, "# pool of process %d\n", static_cast<int>(::getpid()));
     if (trace_ == nullptr) {
       throw UsageError(
           fmt::format("ZOB_POOL_TRACE: cannot open {} for appending; give a "
