@@ -325,7 +325,10 @@ std::vector<std::string> capped_run(std::uint64_t cap, std::vector<std::string> 
 }
 
 std::uint64_t planned_device_bytes(const std::vector<std::string>& args) {
-  const std::string json = ::testing::TempDir() + "zob_device_memory_plan.json";
+  // One file per test: ctest runs this suite's tests in parallel processes.
+  const std::string json = ::testing::TempDir() + "zob_plan_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                           ".json";
   std::vector<std::string> a = args;
   a.insert(a.end(), {"--dry-run", "--json", json});
   const BenchRun r = run_bench(a);

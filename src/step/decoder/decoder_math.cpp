@@ -70,8 +70,8 @@ SavedOffsets saved_offsets(const Dims& d) {
 // Scratch: four [T,q], two [T,kv], the probabilities' gradient, two [T,h], three [T,F];
 // with the SDPA layout also what it does not save: the probabilities (recomputed in
 // backward), K and V repeated to every query head (repeated again in backward) and x_mid.
-struct ScratchOffsets {
-  std::uint64_t t[4], tk, tv, dprobs, dtmp, dtmp2, dact, dgate, dup, probs, krep, vrep, xmid, end;
+struct ScratchOffsets : ScratchFields<std::uint64_t> {
+  std::uint64_t end;
 };
 
 ScratchOffsets scratch_offsets(const Dims& d) {
@@ -238,10 +238,7 @@ void DecoderMath::place_buffers(Device& dev, const RunConfig& c) {
   layer_fields_ = s.layer_fields;
   scratch_fields_ = s.scratch_fields;
   const ScratchOffsets co = scratch_offsets(d);
-  const std::uint64_t offsets[16] = {co.t[0],   co.t[1], co.t[2],  co.t[3], co.tk,    co.tv,
-                                     co.dprobs, co.dtmp, co.dtmp2, co.dact, co.dgate, co.dup,
-                                     co.probs,  co.krep, co.vrep,  co.xmid};
-  std::copy(std::begin(offsets), std::end(offsets), std::begin(sc_at_));
+  sc_at_ = co;  // the offsets, without the end
   scratch_bytes_ = co.end;
   if (pool_ == nullptr) bind_scratch([&](std::uint64_t o) { return scratch_.as<char>() + o; });
   rstd_f_ = head_saved_.as<float>();
@@ -395,21 +392,22 @@ void DecoderMath::give_layer_block(std::int64_t layer) const {
 }
 
 void DecoderMath::bind_scratch(const std::function<char*(std::uint64_t)>& at) const {
-  bf16* p[16];
-  for (int i = 0; i < 16; ++i) p[i] = reinterpret_cast<bf16*>(at(sc_at_[i]));
-  sc_ = {{p[0], p[1], p[2], p[3]},
-         p[4],
-         p[5],
-         p[6],
-         p[7],
-         p[8],
-         p[9],
-         p[10],
-         p[11],
-         p[12],
-         p[13],
-         p[14],
-         p[15]};
+  const auto p = [&](std::uint64_t offset) { return reinterpret_cast<bf16*>(at(offset)); };
+  const ScratchFields<std::uint64_t>& o = sc_at_;
+  // Designated, so a member out of place fails to compile rather than binding the wrong one.
+  sc_ = {.t = {p(o.t[0]), p(o.t[1]), p(o.t[2]), p(o.t[3])},
+         .tk = p(o.tk),
+         .tv = p(o.tv),
+         .dprobs = p(o.dprobs),
+         .dtmp = p(o.dtmp),
+         .dtmp2 = p(o.dtmp2),
+         .dact = p(o.dact),
+         .dgate = p(o.dgate),
+         .dup = p(o.dup),
+         .probs = p(o.probs),
+         .krep = p(o.krep),
+         .vrep = p(o.vrep),
+         .xmid = p(o.xmid)};
   if (eager_) eager_math_.place_transient(at(scratch_bytes_));
 }
 

@@ -53,6 +53,14 @@ DecoderSizes decoder_sizes(const RunConfig& config);
 // Whether a layer's saved activations live in a pool block of their own (--schedule deepspeed).
 bool activations_per_layer(const RunConfig& config);
 
+// A module's temporaries, one member each: their pointers (DecoderMath::Scratch) and their byte
+// offsets in the fixed layout (decoder_math.cpp), so binding one to the other goes by name.
+template <class T>
+struct ScratchFields {
+  T t[4], tk, tv, dprobs, dtmp, dtmp2, dact, dgate, dup;
+  T probs, krep, vrep, xmid;  // the SDPA layout's (nullptr-sized otherwise)
+};
+
 class DecoderMath {
  public:
   // Allocates the buffers of decoder_sizes; `ids` and `index` live in the caller's buffers.
@@ -91,10 +99,7 @@ class DecoderMath {
     bf16 *xhat1, *xhat2, *sg;
   };
   // Scratch of one layer's forward and backward (see scratch_offsets in decoder_math.cpp).
-  struct Scratch {
-    bf16 *t[4], *tk, *tv, *dprobs, *dtmp, *dtmp2, *dact, *dgate, *dup;
-    bf16 *probs, *krep, *vrep, *xmid;  // the SDPA layout's (nullptr-sized otherwise)
-  };
+  using Scratch = ScratchFields<bf16*>;
   void set_layer_offsets();
   void place_buffers(Device& dev, const RunConfig& config);
   // Layer i's saved activations (and after them its eager ones): its pool block, or its slice
@@ -158,8 +163,8 @@ class DecoderMath {
   mutable std::vector<std::vector<void*>> layer_blocks_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> layer_fields_, scratch_fields_;
   mutable Scratch sc_{};
-  std::uint64_t sc_at_[16] = {};     // byte offsets of Scratch's members, in their order
-  std::uint64_t scratch_bytes_ = 0;  // DecoderSizes::scratch of the fixed layout
+  ScratchFields<std::uint64_t> sc_at_{};  // byte offsets of Scratch's members
+  std::uint64_t scratch_bytes_ = 0;       // DecoderSizes::scratch of the fixed layout
   std::uint64_t module_scratch_ = 0, logits_bytes_ = 0;  // DecoderSizes' per-module blocks
   mutable std::vector<void*> scratch_blocks_;  // one per field of scratch_fields_ while held
   mutable void* logits_block_ = nullptr;
