@@ -7,6 +7,7 @@
 #   beside LEAVE NAME FLAGS... `run "$B"` beside another process that holds all but LEAVE bytes
 #                             of the GPU (hog-NAME.txt) with nvidia-smi's per-process memory
 #                             every 0.5 s (apps-NAME.txt)
+#   ds NAME ARGS...           DeepSpeed's harness (bench/deepspeed/harness.py) -> NAME.txt
 : "${OUT:?set OUT to the folder whose files come back}"
 root=$PWD
 C=$root/bench/models/configs
@@ -21,6 +22,13 @@ run() {
   { echo "\$ zero3-offload-bench $*"; s=$(date +%s.%N)
     (. "$(dirname "$bin")/env.sh"; timeout -k 5 150 "$bin" "$@" --json "$name.json" 2>&1); rc=$?
     echo "exit code: $rc"; echo "wall: $(awk "BEGIN{print $(date +%s.%N) - $s}") s"; } > "$name.txt"
+  pack
+}
+ds() {
+  local name=$1 s
+  shift
+  { echo "\$ harness.py $*"; s=$SECONDS; timeout -k 5 200 "$PY" "$root/bench/deepspeed/harness.py" "$@" 2>&1
+    echo "exit code: $?  wall: $((SECONDS - s)) s"; } > "$name.txt"
   pack
 }
 beside() {

@@ -8,14 +8,6 @@ set -u
 # shellcheck source=bench/device-run.sh
 . bench/device-run.sh
 unpack_bundles
-H=$root/bench/deepspeed/harness.py
-ds() { # NAME ARGS...: DeepSpeed's harness
-  local name=$1 s
-  shift
-  { echo "\$ harness.py $*"; s=$SECONDS; timeout -k 5 200 "$PY" "$H" "$@" 2>&1
-    echo "exit code: $?  wall: $((SECONDS - s)) s"; } > "$name.txt"
-  pack
-}
 "$root/bench/deepspeed/install-offline" > install.txt 2>&1 || { cat install.txt; pack; exit 1; }
 cb="--device cuda --schedule deepspeed --arms registered --repeats 1 --warmup 1 --steps 2"
 # shellcheck disable=SC2086
