@@ -50,12 +50,15 @@ PY
   kill $smi $hog 2>/dev/null
   wait $smi $hog 2>/dev/null
 }
-# The bundles: this tree (cuda.tar.xz -> $B) and the tool before (old.tar.xz -> $B0).
+# The bundles: this tree (cuda.tar.xz -> $B) and, where carried, the tool before (old.tar.xz -> $B0).
 unpack_bundles() {
   tar xJf "$root/.xfer-pack/cuda.tar.xz" -C "$root"
-  tar xJf "$root/.xfer-pack/old.tar.xz" -C "$root"
   B=$root/.xfer-cuda/zero3-offload-bench
-  B0=$root/.xfer-old/zero3-offload-bench
+  B0=  # only the scripts that compare with the tool before need old.tar.xz
+  if [ -f "$root/.xfer-pack/old.tar.xz" ]; then
+    tar xJf "$root/.xfer-pack/old.tar.xz" -C "$root"
+    B0=$root/.xfer-old/zero3-offload-bench
+  fi
 }
 # The shared-GPU case: Mistral-7B-v0.3 cut to 8 layers -> $OUT/r/mistral8/config.json.
 mistral8_config() {
