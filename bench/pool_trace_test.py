@@ -7,6 +7,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checklist import Checks  # noqa: E402
 import pool_trace as pt  # noqa: E402
 
 TRACE = """# pool of process 1
@@ -24,13 +25,7 @@ s 0x40 2097152 d2h 0 2097152
 
 
 def main():
-    ok = bad = 0
-
-    def check(cond, what):
-        nonlocal ok, bad
-        ok, bad = ok + bool(cond), bad + (not cond)
-        if not cond:
-            print("FAIL:", what)
+    check = Checks()
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write(TRACE)
     pools = pt.pools(f.name)
@@ -50,8 +45,7 @@ def main():
         f.write("".join(" ".join(map(str, e)) + "\n" for e in headerless))
     check(len(pt.pools(f.name)) == 2, "a headerless trace is not split at a fresh pool's first segment")
     os.unlink(f.name)
-    print(f"{ok} passed, {bad} failed")
-    return 1 if bad else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+from checklist import Checks  # noqa: E402
 import ratio_table as rt  # noqa: E402
 
 FIXTURE = os.path.join(here, "ratio_fixture")
@@ -28,13 +29,7 @@ def table_of(*paths):
 
 
 def main():
-    passed = failed = 0
-
-    def check(ok, what):
-        nonlocal passed, failed
-        print(("ok   " if ok else "FAIL ") + what)
-        passed, failed = passed + bool(ok), failed + (not ok)
-
+    check = Checks()
     def close(a, b):
         return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
@@ -95,8 +90,7 @@ def main():
     check(rt.command_ratios("$ zero3-offload-bench --offload-ratio 1.0,0.5,0.25 --json x") == [1.0, 0.5, 0.25]
           and rt.command_ratios("$ x --offload-ratio=0.5") == [0.5] and rt.command_ratios("$ x") is None,
           "--offload-ratio read from a command line (a value, a comma list, none)")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+from checklist import Checks  # noqa: E402
 import account  # noqa: E402
 
 RECORDED = os.path.join(here, "..", "..", "results", "h200", "2026-12-02-deepspeed-account", "call2",
@@ -34,13 +36,7 @@ def made_trace():
 
 
 def main():
-    passed = failed = 0
-
-    def check(ok, what):
-        nonlocal passed, failed
-        print(("ok   " if ok else "FAIL ") + what)
-        passed, failed = passed + ok, failed + (not ok)
-
+    check = Checks()
     acc = account.host_account(made_trace())
     f = acc["forward"]["rows_ms"]
     check(abs(f["host wait (synchronize)"] - 0.5) < 1e-9, "a synchronize call is a host wait")
@@ -56,8 +52,7 @@ def main():
         total = sum(d["rows_ms"].values())
         check(abs(total - d["wall_ms"]) <= 0.002 * d["wall_ms"] + 0.01,
               f"recorded trace, {p}: rows {total:.3f} ms add up to the wall {d['wall_ms']:.3f} ms")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

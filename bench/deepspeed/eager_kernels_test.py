@@ -9,6 +9,8 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+from checklist import Checks  # noqa: E402
 import eager_kernels as ek  # noqa: E402
 
 H = [2, 4, 8]  # [batch, seq, hidden]
@@ -82,13 +84,7 @@ def made_trace():
 
 
 def main():
-    passed = failed = 0
-
-    def check(ok, what):
-        nonlocal passed, failed
-        print(("ok   " if ok else "FAIL ") + what)
-        passed, failed = passed + ok, failed + (not ok)
-
+    check = Checks()
     ek.load = lambda path: made_trace()["traceEvents"]  # analyze() reads through load()
     a = ek.analyze("hand-made/trace.json")
     check(a["n_layers"] == 1, f"one decoder layer found between the norms (found {a['n_layers']})")
@@ -124,8 +120,7 @@ def main():
           "without a bias the bias_add is not counted")
     src = ek.tool_calls(os.path.join(here, "..", ".."))
     check(sum(n == "gemm" for n, _ in src["forward"]) == 7, "the tool's layer forward has 7 gemm (q, k, v, o, gate, up, down)")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+from checklist import Checks  # noqa: E402
 import harness  # noqa: E402
 
 # The ds_config harness.py gave DeepSpeed before --offload-ratio (registered arm, --batch 4):
@@ -60,13 +62,7 @@ def refused(argv):
 
 
 def main():
-    passed = failed = 0
-
-    def check(ok, what):
-        nonlocal passed, failed
-        print(("ok   " if ok else "FAIL ") + what)
-        passed, failed = passed + bool(ok), failed + (not ok)
-
+    check = Checks()
     # ds_config: unchanged without the flag, the key written (as a float in [0, 1]) with it.
     check(harness.ds_config(4, True) == BEFORE, "without --offload-ratio the ds_config is the one before it")
     check("ratio" not in harness.ds_config(4, False)["zero_optimization"]["offload_optimizer"],
@@ -179,8 +175,7 @@ def main():
     r2 = harness.sub_group_record(Opt2(), 1.0, [7, 5], 2)
     check(r2["sub_group_numel_matches_formula"] and not harness.sub_group_record(Opt2(), 1.0, [7, 5], 1)[
         "sub_group_numel_matches_formula"], "--ranks 2: the split is of ceil(n / 2) per parameter")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

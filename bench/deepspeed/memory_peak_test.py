@@ -7,6 +7,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+from checklist import Checks  # noqa: E402
 import memory_peak as mp  # noqa: E402
 
 DS = [{"filename": "/x/torch/nn/modules/module.py", "line": 1, "name": "_call_impl"},
@@ -35,13 +37,7 @@ def made():
 
 
 def main():
-    ok = bad = 0
-
-    def check(cond, what):
-        nonlocal ok, bad
-        ok, bad = ok + bool(cond), bad + (not cond)
-        if not cond:
-            print("FAIL:", what)
+    check = Checks()
     rep = mp.analyze(made())
     # after the marker: 512 + 1000*512 + 1024 + 300*512 (at event 6) = 654848; then 6 freed, 7 added
     peak = 512 + 1000 * 512 + 1024 + 300 * 512
@@ -81,8 +77,7 @@ def main():
     check(rows[7]["first_block_from"] == hf, f"stream 7 named {rows[7]['first_block_from']}")
     check(st["segments_after_marker"] == [{"stream": 0, "bytes": 8192}], f"{st['segments_after_marker']}")
     check("stream 7" in mp.render_streams(st), "render_streams")
-    print(f"{ok} passed, {bad} failed")
-    return 1 if bad else 0
+    return check.summary()
 
 
 if __name__ == "__main__":
