@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # the variables set here are read by the scripts that source it
 # Sourced by the GPU machine's measurement scripts (bench/h200-memory5.sh, h200-memory6.sh,
 # h200-steptime-abba.sh) from the repository root with OUT set: the output folder $OUT/r (the
 # shell is left in it), the machine's description, and the helpers each script repeated.
@@ -7,7 +8,12 @@
 #   beside LEAVE NAME FLAGS... `run "$B"` beside another process that holds all but LEAVE bytes
 #                             of the GPU (hog-NAME.txt) with nvidia-smi's per-process memory
 #                             every 0.5 s (apps-NAME.txt)
-#   ds NAME ARGS...           DeepSpeed's harness (bench/deepspeed/harness.py) -> NAME.txt
+#   hog_start LEAVE NAME SECS / hog_stop: that other process (and nvidia-smi) around several runs
+#   $common $q $q15 $l $m8    issue 36's cases as the tool's flags (the --offload-param loop,
+#                             one repeat; Mistral-8's arms and steps too, its config from
+#                             mistral8_config); each script adds the rest
+#   ds NAME ARGS...           DeepSpeed's harness (bench/deepspeed/harness.py) -> NAME.txt,
+#                             killed after DS_TIMEOUT seconds (default 200)
 : "${OUT:?set OUT to the folder whose files come back}"
 root=$PWD
 C=$root/bench/models/configs
@@ -15,6 +21,11 @@ PY=/opt/torch/.venv/bin/python
 mkdir -p "$OUT/r"
 cd "$OUT/r" || exit 1
 { nvidia-smi; lscpu; } > machine.txt 2>&1
+common="--offload-param --device cuda --schedule deepspeed --repeats 1"
+q="--model $C/Qwen2.5-0.5B.json --batch 4 --seq 128 $common"
+q15="--model $C/Qwen2.5-1.5B.json --batch 4 --seq 512 $common"
+l="--model $C/Llama-3.2-3B.json --batch 4 --seq 512 $common"
+m8="--model $OUT/r/mistral8/config.json --batch 4 --seq 512 $common --arms registered --warmup 1 --steps 2"
 pack() { (cd "$OUT" && tar czf r.tar.gz r); }
 run() {
   local bin=$1 name=$2 s rc
@@ -27,28 +38,35 @@ run() {
 ds() {
   local name=$1 s
   shift
-  { echo "\$ harness.py $*"; s=$SECONDS; timeout -k 5 200 "$PY" "$root/bench/deepspeed/harness.py" "$@" 2>&1
+  { echo "\$ harness.py $*"; s=$SECONDS; timeout -k 5 "${DS_TIMEOUT:-200}" "$PY" "$root/bench/deepspeed/harness.py" "$@" 2>&1
     echo "exit code: $?  wall: $((SECONDS - s)) s"; } > "$name.txt"
   pack
 }
-beside() {
-  local leave=$1 name=$2 hog smi
-  shift 2
-  "$PY" - "$leave" <<'PY' > "hog-$name.txt" 2>&1 &
+hog_start() {  # LEAVE NAME SECONDS: hold all but LEAVE bytes of the GPU for up to SECONDS
+  local leave=$1 name=$2 secs=$3
+  "$PY" - "$leave" "$secs" <<'PY' > "hog-$name.txt" 2>&1 &
 import sys, time, torch
 free, total = torch.cuda.mem_get_info()
 keep = int(float(sys.argv[1]))
 x = torch.empty(free - keep, dtype=torch.uint8, device="cuda")
 print("holding", free - keep, "of", total, "leaving", keep, flush=True)
-time.sleep(300)
+time.sleep(int(sys.argv[2]))
 PY
   hog=$!
   sleep 12
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -lms 500 > "apps-$name.txt" 2>&1 &
   smi=$!
+}
+hog_stop() {
+  kill "$smi" "$hog" 2>/dev/null
+  wait "$smi" "$hog" 2>/dev/null
+}
+beside() {
+  local leave=$1 name=$2
+  shift 2
+  hog_start "$leave" "$name" 300
   run "$B" "$name" "$@"
-  kill $smi $hog 2>/dev/null
-  wait $smi $hog 2>/dev/null
+  hog_stop
 }
 # The bundles: this tree (cuda.tar.xz -> $B) and, where carried, the tool before (old.tar.xz -> $B0).
 unpack_bundles() {

@@ -16,14 +16,10 @@ set -u
 . bench/device-run.sh
 unpack_bundles
 mistral8_config
-common="--offload-param --device cuda --schedule deepspeed --repeats 1"
-m8="--model $OUT/r/mistral8/config.json --batch 4 --seq 512 $common --arms registered --warmup 1 --steps 2"
 # shellcheck disable=SC2086
 run "$B" mistral8 $m8
 # shellcheck disable=SC2086
 beside 11e9 shared-mistral8 $m8
-q="--model $C/Qwen2.5-0.5B.json --batch 4 --seq 128 $common"
-l="--model $C/Llama-3.2-3B.json --batch 4 --seq 512 $common"
 # shellcheck disable=SC2086
 beside 4.24e9 shared-qwen05 $q --arms registered --warmup 1 --steps 2
 # shellcheck disable=SC2086
@@ -42,7 +38,7 @@ if [ "${QUICK:-0}" = 1 ]; then cd "$OUT" && tar czf r.tar.gz r && rm -rf r; exit
 run "$B" llama3b $l --arms registered,unregistered --warmup 1 --steps 3
 # shellcheck disable=SC2086
 run "$B0" old-llama3b $l --arms registered,unregistered --warmup 1 --steps 3
-q15="--model $C/Qwen2.5-1.5B.json --batch 4 --seq 512 $common --arms registered,unregistered --warmup 1 --steps 3"
+q15="$q15 --arms registered,unregistered --warmup 1 --steps 3"
 # shellcheck disable=SC2086
 run "$B" qwen15 $q15
 # shellcheck disable=SC2086

@@ -34,10 +34,6 @@ ds_history() {  # NAME CONFIG BATCH SEQ: DeepSpeed with its memory history, then
 }
 "$root/bench/deepspeed/install-offline" > install.txt 2>&1 || { cat install.txt; pack; exit 1; }
 ds_history ds-qwen05 "$C/Qwen2.5-0.5B.json" 4 128
-common="--offload-param --device cuda --schedule deepspeed --repeats 1"
-m8="--model $OUT/r/mistral8/config.json --batch 4 --seq 512 $common --arms registered --warmup 1 --steps 2"
-q="--model $C/Qwen2.5-0.5B.json --batch 4 --seq 128 $common"
-l="--model $C/Llama-3.2-3B.json --batch 4 --seq 512 $common"
 traced() { local name=$1; shift; ZOB_POOL_TRACE=$OUT/r/pool-$name.txt "$@"; }
 # shellcheck disable=SC2086
 traced mistral8 run "$B" mistral8 $m8

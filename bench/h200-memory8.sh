@@ -12,10 +12,6 @@ set -u
 . bench/device-run.sh
 unpack_bundles
 mistral8_config
-common="--offload-param --device cuda --schedule deepspeed --repeats 1"
-m8="--model $OUT/r/mistral8/config.json --batch 4 --seq 512 $common --arms registered --warmup 1 --steps 2"
-l="--model $C/Llama-3.2-3B.json --batch 4 --seq 512 $common"
-q15="--model $C/Qwen2.5-1.5B.json --batch 4 --seq 512 $common"
 traced() { local name=$1; shift; ZOB_POOL_TRACE=$OUT/r/pool-$name.txt "$@"; }
 for i in 1 2; do
   # shellcheck disable=SC2086
