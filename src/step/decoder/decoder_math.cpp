@@ -149,10 +149,13 @@ DecoderSizes decoder_sizes(const RunConfig& c) {
     }
     s.layer_fields = fields_of(at, s.layer_block);
     const ScratchOffsets co = scratch_offsets(d);
-    std::vector<std::uint64_t> sc = {co.t[0],   co.t[1], co.t[2],  co.t[3], co.tk,    co.tv,
-                                     co.dprobs, co.dtmp, co.dtmp2, co.dact, co.dgate, co.dup,
-                                     co.probs,  co.krep, co.vrep,  co.xmid, co.end};
-    s.scratch_fields = fields_of(sc, s.module_scratch);  // co.end: the eager transient buffers
+    std::vector<std::uint64_t> sc;
+    co.map([&](std::uint64_t offset) {
+      sc.push_back(offset);
+      return offset;
+    });
+    sc.push_back(co.end);  // the eager transient buffers
+    s.scratch_fields = fields_of(sc, s.module_scratch);
   }
   return s;
 }
@@ -393,21 +396,7 @@ void DecoderMath::give_layer_block(std::int64_t layer) const {
 
 void DecoderMath::bind_scratch(const std::function<char*(std::uint64_t)>& at) const {
   const auto p = [&](std::uint64_t offset) { return reinterpret_cast<bf16*>(at(offset)); };
-  const ScratchFields<std::uint64_t>& o = sc_at_;
-  // Designated, so a member out of place fails to compile rather than binding the wrong one.
-  sc_ = {.t = {p(o.t[0]), p(o.t[1]), p(o.t[2]), p(o.t[3])},
-         .tk = p(o.tk),
-         .tv = p(o.tv),
-         .dprobs = p(o.dprobs),
-         .dtmp = p(o.dtmp),
-         .dtmp2 = p(o.dtmp2),
-         .dact = p(o.dact),
-         .dgate = p(o.dgate),
-         .dup = p(o.dup),
-         .probs = p(o.probs),
-         .krep = p(o.krep),
-         .vrep = p(o.vrep),
-         .xmid = p(o.xmid)};
+  sc_ = sc_at_.map(p);
   if (eager_) eager_math_.place_transient(at(scratch_bytes_));
 }
 

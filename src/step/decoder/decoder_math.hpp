@@ -59,6 +59,26 @@ template <class T>
 struct ScratchFields {
   T t[4], tk, tv, dprobs, dtmp, dtmp2, dact, dgate, dup;
   T probs, krep, vrep, xmid;  // the SDPA layout's (nullptr-sized otherwise)
+
+  // Every member through f, in declaration order (a braced list evaluates left to right): the
+  // one place that names them all, so the offsets, the pointers bound to them and the list of
+  // pool blocks cannot drift apart. Designated, so a member out of place fails to compile.
+  template <class F>
+  auto map(F&& f) const -> ScratchFields<decltype(f(tk))> {
+    return {.t = {f(t[0]), f(t[1]), f(t[2]), f(t[3])},
+            .tk = f(tk),
+            .tv = f(tv),
+            .dprobs = f(dprobs),
+            .dtmp = f(dtmp),
+            .dtmp2 = f(dtmp2),
+            .dact = f(dact),
+            .dgate = f(dgate),
+            .dup = f(dup),
+            .probs = f(probs),
+            .krep = f(krep),
+            .vrep = f(vrep),
+            .xmid = f(xmid)};
+  }
 };
 
 class DecoderMath {
