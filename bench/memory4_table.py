@@ -13,14 +13,8 @@ import os
 import statistics
 import sys
 
-
-def dsref(path):
-    out = {}
-    for line in open(path):
-        if line.startswith("DSREF="):
-            d = json.loads(line[len("DSREF="):])
-            out[d["arm"]] = d
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dsref import by_arm as dsref  # noqa: E402
 
 
 def tool(path):

@@ -11,6 +11,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dsref import by_arm  # noqa: E402
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 DS_RUNS = {  # DeepSpeed's registered arm, sdpa, b4 (results/h200/2026-12-02-deepspeed-account)
     "qwen05": "results/h200/2026-12-02-deepspeed-account/call1/Qwen2.5-0.5B-b4-s128/dsref.jsonl",
@@ -22,16 +25,10 @@ NAMES = {"qwen05": "Qwen2.5-0.5B b4 s128", "qwen15": "Qwen2.5-1.5B b4 s512",
 
 
 def dsref(path):
-    for line in open(path):
-        line = line.strip()
-        if line.startswith("DSREF="):
-            line = line[len("DSREF="):]
-        elif not line.startswith("{"):
-            continue
-        d = json.loads(line)
-        if d.get("arm") == "registered":
-            return d
-    raise SystemExit(f"memory6_table: no registered DSREF in {path}")
+    d = by_arm(path).get("registered")
+    if d is None:
+        raise SystemExit(f"memory6_table: no registered DSREF in {path}")
+    return d
 
 
 def arm(path, name="registered"):

@@ -14,6 +14,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dsref  # noqa: E402
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 ACCOUNT = os.path.join(ROOT, "results/h200/2026-12-02-deepspeed-account")
 CASES = [("qwen05-b4-s128-op", "Qwen2.5-0.5B", "b4 s128 --offload-param", "Qwen2.5-0.5B-b4-s128"),
@@ -26,10 +29,8 @@ def deepspeed(folder):
     """{arm: DSREF} of DeepSpeed's recorded runs of one case (every call of the account)."""
     out = {}
     for f in sorted(glob.glob(os.path.join(ACCOUNT, "call*", folder, "dsref.jsonl"))):
-        for line in open(f):
-            if line.startswith("DSREF="):
-                d = json.loads(line[6:])
-                out.setdefault(d["arm"], d)
+        for d in dsref.records(f):
+            out.setdefault(d["arm"], d)
     return out
 
 
