@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2034  # the variables set here are read by the scripts that source it
-# Sourced by the GPU machine's measurement scripts (bench/h200-memory5.sh, h200-memory6.sh,
+# Sourced by the GPU machine's measurement scripts (bench/h200-memory4.sh to h200-memory9.sh,
 # h200-steptime-abba.sh) from the repository root with OUT set: the output folder $OUT/r (the
 # shell is left in it), the machine's description, and the helpers each script repeated.
 #   pack                      $OUT/r as $OUT/r.tar.gz (after every run, so a cut call keeps it)
