@@ -23,9 +23,13 @@
 #             this many seconds from the start (default 560); HARD_S (default 590): every run is
 #             killed at this point, so what ran comes back within the device's 10 minutes
 #   PY        the venv's python (default /opt/torch/.venv/bin/python3)
+#   TOOL_AFTER=1  run the tool again after DeepSpeed (CASE-rR.tool-after), so each ratio is
+#             tool / DeepSpeed / tool and a drift of the host's bandwidth shows; ratio_table.py
+#             takes the median of the tool's runs
 # Output: $OUT/r.tar.gz (r/: NAME.txt per run, each starting with its command and ending with the
 # exit code and wall time; NAME.json the tool's --json; dsref.jsonl; install.txt; machine.txt;
-# skipped.txt; table.md = bench/ratio_table.py r) and $OUT/table.md. NAME: CASE-rR.tool / CASE-rR.ds.
+# skipped.txt; table.md = bench/ratio_table.py r) and $OUT/table.md. NAME: CASE-rR.tool / CASE-rR.ds
+# (/ CASE-rR.tool-after).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 : "${OUT:?set OUT to the folder whose files come back}"
@@ -139,6 +143,14 @@ timed() {
   pack
 }
 
+run_tool() {  # NAME RATIO: the tool's run of the current case at that ratio
+  # shellcheck disable=SC2086
+  timed "$1" "$est_tool" env LD_LIBRARY_PATH="$tool_ld" \
+    "$BIN" --device cuda --schedule deepspeed --offload-param $tool_flags \
+    --offload-ratio "$2" --arms "$arms" --steps 3 --warmup 2 --repeats 1 --timeout "$tool_timeout" \
+    --json "$OUT/r/$1.json"
+}
+
 { nvidia-smi; lscpu; } > machine.txt 2>&1
 echo "cases: $cases; ratios: $ratios; tool: $BIN" >> machine.txt
 "$root/bench/deepspeed/install-offline" > install.txt 2>&1 || { cat install.txt; pack; exit 1; }
@@ -150,13 +162,7 @@ for c in $cases; do
   case_setup "$c"
   for r in $ratios; do
     name=$c-r$r
-    if [ "$tool_ok" = 1 ]; then
-      # shellcheck disable=SC2086
-      timed "$name.tool" "$est_tool" env LD_LIBRARY_PATH="$tool_ld" \
-        "$BIN" --device cuda --schedule deepspeed --offload-param $tool_flags \
-        --offload-ratio "$r" --arms "$arms" --steps 3 --warmup 2 --repeats 1 --timeout "$tool_timeout" \
-        --json "$OUT/r/$name.tool.json"
-    fi
+    [ "$tool_ok" = 1 ] && run_tool "$name.tool" "$r"
     if [ "$c" = llama ] && [ "$has_transformers" = 0 ]; then
       skip "$name.ds: transformers does not import (run bench/deepspeed/fetch-wheels --with-transformers, carry .whl)"
       continue
@@ -165,6 +171,7 @@ for c in $cases; do
     timed "$name.ds" "$est_ds" "$PY" "$H" $ds_flags --offload-ratio "$r" --arms "$ds_arms" \
       --warmup 2 --steps 3 --timeout "$ds_timeout"
     grep -h '^DSREF=' "$name.ds.txt" >> dsref.jsonl 2>/dev/null
+    [ "$tool_ok" = 1 ] && [ "${TOOL_AFTER:-0}" = 1 ] && run_tool "$name.tool-after" "$r"
   done
 done
 "$PY" "$root/bench/ratio_table.py" "$OUT/r" > table.md 2>&1
