@@ -49,6 +49,9 @@ struct DeviceInfo {
   std::string pci_bus_id;  // "" where not applicable
   std::uint64_t total_memory_bytes = 0;
   int numa_node = -1;  // NUMA node closest to the device, -1 unknown
+  // The device's memory is the host's RAM (the CPU device): what it allocates competes with the
+  // host buffers for MemAvailable.
+  bool memory_is_host_ram = false;
 };
 
 // How a host range was made DMA-able. `method` is what DRIVERRESULT reports:

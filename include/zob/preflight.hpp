@@ -14,10 +14,13 @@ namespace zob {
 // The device's memory as the pre-flight knows it (0: unknown). `free` is what a fresh process
 // found free with its own context made (the device probe's cudaMemGetInfo): on a GPU another
 // process shares, an arm has that, not the total. Converts from a total alone (no free known).
+// `host_ram`: the device's memory is the host's (DeviceInfo::memory_is_host_ram).
 struct DeviceMemory {
   std::uint64_t total = 0, free = 0;
-  DeviceMemory(std::uint64_t total_bytes = 0, std::uint64_t free_bytes = 0)  // NOLINT: implicit
-      : total(total_bytes), free(free_bytes) {}
+  bool host_ram = false;
+  DeviceMemory(std::uint64_t total_bytes = 0, std::uint64_t free_bytes = 0,  // NOLINT: implicit
+               bool is_host_ram = false)
+      : total(total_bytes), free(free_bytes), host_ram(is_host_ram) {}
 };
 
 // What a run may allocate on one device: the least of --device-memory, the device's total and
@@ -26,9 +29,14 @@ std::uint64_t device_limit_bytes(const RunConfig& config, DeviceMemory device);
 
 // Each figure is checked against its own limit: the node's host memory against MemAvailable,
 // one rank's locked bytes against RLIMIT_MEMLOCK (per process), one rank's device peak against
-// device_limit_bytes. Throws UsageError naming the first shortfall.
+// device_limit_bytes. Where the device's memory is the host's RAM (DeviceMemory::host_ram), the
+// host check adds each rank's device memory: --device-memory where set (the caching pool may
+// hold up to it), else the planned peak. Throws UsageError naming the first shortfall.
 void preflight_check(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
                      DeviceMemory device);
+// The node's host RAM the pre-flight checks against MemAvailable: the plan's host bytes, plus
+// each rank's device memory where that is host RAM (as above).
+std::uint64_t host_ram_needed(const RunConfig& config, const MemoryPlan& plan, DeviceMemory device);
 
 // What DeepSpeed's own estimator (estimate_zero3_model_states_mem_needs_all_cold, the row with
 // this offload_param, offload_optimizer=cpu and zero_init=1) says a model needs, computed from

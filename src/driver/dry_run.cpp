@@ -158,7 +158,7 @@ nlohmann::ordered_json points_json(const std::vector<PointPlan>& points) {
 
 int run_dry_run(const RunConfig& config, const HostEnvironment& host, const DeviceInfo& device,
                 std::uint64_t device_free_bytes) {
-  const DeviceMemory room{device.total_memory_bytes, device_free_bytes};
+  const DeviceMemory room{device.total_memory_bytes, device_free_bytes, device.memory_is_host_ram};
   const ModelLayout layout = ModelLayout::build(config.model);
   const MemoryPlan plan = plan_memory(config);
   std::string verdict = "fits";
@@ -237,6 +237,13 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
   out += fmt::format("per node: host {} for {} rank{} (MemAvailable {}), device limit {}\n",
                      gb(plan.host_node_bytes()), plan.ranks, plan.ranks == 1 ? "" : "s",
                      gb(host.mem_available), gb(device_limit));
+  if (room.host_ram) {
+    out += fmt::format(
+        "the {} device's memory is the host's RAM: host + device {} ({}) checked against "
+        "MemAvailable\n",
+        device.backend, gb(host_ram_needed(config, plan, room)),
+        config.device_memory_bytes > 0 ? "device: --device-memory" : "device: its planned peak");
+  }
   const DeepSpeedEstimate est = deepspeed_estimate(config.model, std::max(config.gpus, 1),
                                                    config.loop == Loop::offload_param);
   out += fmt::format(

@@ -232,7 +232,7 @@ void announce(const FitSearch& fit) {
 
 int run_fit(const RunConfig& resolved, const DeviceInfo& info, std::uint64_t device_free_bytes,
             RunResult& run) {
-  const DeviceMemory room{info.total_memory_bytes, device_free_bytes};
+  const DeviceMemory room{info.total_memory_bytes, device_free_bytes, info.memory_is_host_ram};
   FitSearch fit;
   fit.budget_s = resolved.fit_budget_s;
   fit.rounds_planned = std::max(resolved.repeats, 1);

@@ -184,7 +184,8 @@ Status open_device(RunConfig& c, const Place& p, int device_index, std::unique_p
       // is not this rank's).
       preflight_check(
           c, plan_memory(c, p.local_size), host,
-          DeviceMemory{device->info().total_memory_bytes, device->occupancy().free_bytes});
+          DeviceMemory{device->info().total_memory_bytes, device->occupancy().free_bytes,
+                       device->info().memory_is_host_ram});
     }
   } catch (const std::exception& e) {
     return status_of(e, fmt::format("rank {} of {}: ", p.rank, p.size));

@@ -353,7 +353,8 @@ int run_driver(const RunConfig& config) {
   // Before any arm: refuse (exit 2) what the device cannot hold, rather than failing an arm
   // half-way with memory locked.
   if (!config.skip_preflight) {
-    preflight_points(resolved, run.host, DeviceMemory{info.total_memory_bytes, free_bytes});
+    preflight_points(resolved, run.host,
+                     DeviceMemory{info.total_memory_bytes, free_bytes, info.memory_is_host_ram});
   }
   std::fprintf(stderr, "zero3-offload-bench: device %s (%s); arms:", info.backend.c_str(),
                one_line(info.name).c_str());

@@ -36,6 +36,18 @@ std::uint64_t device_limit_bytes(const RunConfig& config, DeviceMemory device) {
   return limit;
 }
 
+std::uint64_t host_ram_needed(const RunConfig& config, const MemoryPlan& plan,
+                              DeviceMemory device) {
+  if (!device.host_ram) return plan.host_node_bytes();
+  // The caching pool may reserve up to --device-memory (no more than the device's memory);
+  // without it, the planned peak.
+  const std::uint64_t per_rank =
+      config.device_memory_bytes > 0
+          ? std::max(device_limit_bytes(config, device), plan.device_bytes)
+          : plan.device_bytes;
+  return plan.host_node_bytes() + per_rank * static_cast<std::uint64_t>(plan.ranks);
+}
+
 namespace {
 
 // Which bound device_limit_bytes took: "--device-memory allows 24.00 GB", "the device has
@@ -55,22 +67,34 @@ std::string device_limit_text(const RunConfig& config, DeviceMemory device, std:
   return "the device has " + gb_apart(limit, needed);
 }
 
+void check_host_memory(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
+                       DeviceMemory device) {
+  // Arms run one after another, so one arm's needs are what must fit; its ranks run at once,
+  // all on this node (plan.ranks of them), each a process of its own.
+  const std::uint64_t host_needed = host_ram_needed(config, plan, device);
+  const std::uint64_t device_share = host_needed - plan.host_node_bytes();
+  if (host.mem_available == 0 || host_needed <= host.mem_available) return;
+  const std::string device_part =
+      device_share == 0
+          ? ""
+          : fmt::format(
+                " + {} of the CPU device's memory ({}), which is the same RAM", gb(device_share),
+                config.device_memory_bytes > 0 ? "its --device-memory" : "its planned peak");
+  throw UsageError(fmt::format(
+      "pre-flight: {} {} of host memory ({} pinned + {} Adam states{}{}) but MemAvailable "
+      "is {}; use a smaller {}{} (or --skip-preflight if you know better)",
+      plan.ranks > 1 ? fmt::format("an arm's {} ranks need", plan.ranks) : "an arm needs",
+      gb(host_needed), gb(plan.host_pinned_bytes), gb(plan.host_pageable_bytes),
+      plan.ranks > 1 ? " per rank" : "", device_part, gb(host.mem_available),
+      config.model.decoder() ? "--model" : "--hidden/--layers/--vocab",
+      device_share > 0 && config.device_memory_bytes > 0 ? " or a smaller --device-memory" : ""));
+}
+
 }  // namespace
 
 void preflight_check(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
                      DeviceMemory device) {
-  // Arms run one after another, so one arm's needs are what must fit; its ranks run at once,
-  // all on this node (plan.ranks of them), each a process of its own.
-  const std::uint64_t host_needed = plan.host_node_bytes();
-  if (host.mem_available > 0 && host_needed > host.mem_available) {
-    throw UsageError(fmt::format(
-        "pre-flight: {} {} of host memory ({} pinned + {} Adam states{}) but MemAvailable "
-        "is {}; use a smaller {} (or --skip-preflight if you know better)",
-        plan.ranks > 1 ? fmt::format("an arm's {} ranks need", plan.ranks) : "an arm needs",
-        gb(host_needed), gb(plan.host_pinned_bytes), gb(plan.host_pageable_bytes),
-        plan.ranks > 1 ? " per rank" : "", gb(host.mem_available),
-        config.model.decoder() ? "--model" : "--hidden/--layers/--vocab"));
-  }
+  check_host_memory(config, plan, host, device);
   // RLIMIT_MEMLOCK is per process: each rank locks its own share.
   const bool locks = std::any_of(config.arms.begin(), config.arms.end(), arm_locks);
   if (locks && !host.memlock_unlimited && !host.can_lock_without_limit &&

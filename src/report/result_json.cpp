@@ -50,7 +50,8 @@ void to_json(nlohmann::json& j, const DeviceInfo& d) {
                      {"driver_version", d.driver_version},
                      {"pci_bus_id", d.pci_bus_id},
                      {"total_memory_bytes", d.total_memory_bytes},
-                     {"numa_node", d.numa_node}};
+                     {"numa_node", d.numa_node},
+                     {"memory_is_host_ram", d.memory_is_host_ram}};
 }
 
 void from_json(const nlohmann::json& j, DeviceInfo& d) {
@@ -61,6 +62,7 @@ void from_json(const nlohmann::json& j, DeviceInfo& d) {
   d.pci_bus_id = j.at("pci_bus_id").get<std::string>();
   d.total_memory_bytes = integer<std::uint64_t>(j.at("total_memory_bytes"));
   d.numa_node = integer<int>(j.at("numa_node"));
+  d.memory_is_host_ram = j.value("memory_is_host_ram", false);  // absent before 2026-12-07
 }
 
 namespace {

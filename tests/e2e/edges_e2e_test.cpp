@@ -216,6 +216,50 @@ TEST_F(Edges, AMistypedSubcommandIsNamed) {
   }
 }
 
+// /proc/meminfo's field in bytes (0 when absent).
+std::uint64_t meminfo_bytes(const std::string& field) {
+  std::ifstream in("/proc/meminfo");
+  std::string name, unit;
+  std::uint64_t kb = 0;
+  while (in >> name >> kb >> unit) {
+    if (name == field + ":") return kb * 1024;
+  }
+  return 0;
+}
+
+// The CPU device's memory is the host's RAM, so the pre-flight checks host plus device together
+// (a run it passed on a 24.7 GB box was OOM-killed: results/cpu/2026-12-07-cpu-device-memory).
+// A cap the host holds beside the plan fits; a cap the size of the host's RAM does not, though
+// the host buffers and the device cap each fit alone: exit 2, one line naming both, no arm run.
+TEST(HostRamDevice, PreflightAddsTheCpuDevicesMemoryToTheHostCheck) {
+  const std::uint64_t available = meminfo_bytes("MemAvailable");
+  const std::uint64_t total = meminfo_bytes("MemTotal");
+  ASSERT_GT(available, 0u);
+  const std::vector<std::string> model{"--device", "cpu",  "--schedule", "deepspeed",
+                                       "--hidden", "128",  "--layers",   "3",
+                                       "--vocab",  "4096", "--seq",      "64"};
+  const auto with_cap = [&](std::uint64_t cap, std::vector<std::string> more) {
+    std::vector<std::string> a = model;
+    a.insert(a.end(), {"--device-memory", std::to_string(cap / 1'000'000) + "MB"});
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  const Result fits = run_bench(with_cap(available / 2, {"--dry-run"}));
+  EXPECT_EQ(fits.rc, 0) << fits.err;
+  EXPECT_NE(fits.out.find("the cpu device's memory is the host's RAM: host + device"),
+            std::string::npos)
+      << fits.out;
+  EXPECT_NE(fits.out.find("pre-flight: fits"), std::string::npos) << fits.out;
+  // The whole RAM as the cap (the device's memory is MemTotal): each figure alone fits the
+  // device and the host checks, together they exceed MemAvailable.
+  const Result refused = run_bench(with_cap(total, {"--steps", "1", "--warmup", "0"}));
+  EXPECT_EQ(refused.rc, 2) << refused.err;
+  EXPECT_TRUE(refused.out.empty()) << refused.out;
+  expect_one_error_line(refused, "which is the same RAM");
+  EXPECT_NE(refused.err.find("or a smaller --device-memory"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("starting"), std::string::npos) << "an arm ran: " << refused.err;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -105,9 +105,19 @@ TEST(CpuKernels, CastBf16ToF32IsExactForAllPatterns) {
 
 // C = op(A) op(B) in double from the bf16 inputs; tolerance: the one bf16 rounding (2^-8
 // relative) plus fp32 accumulation, bounded by 1e-5 * sum |a||b| per element.
+// scratch_floats > 0: through gemm_bounded with that scratch (tiles of C and of K).
 void check_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, Rng& rng,
-                zob::ThreadPool* pool) {
-  SCOPED_TRACE(::testing::Message() << "trans_a " << ta << " trans_b " << tb);
+                zob::ThreadPool* pool, std::int64_t scratch_floats = 0) {
+  SCOPED_TRACE(::testing::Message()
+               << "trans_a " << ta << " trans_b " << tb << " scratch " << scratch_floats);
+  const auto run = [&](const zob::GemmArgs& g) {
+    if (scratch_floats > 0) {
+      zob::cpu::gemm_bounded(g.trans_a, g.trans_b, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.c,
+                             g.ldc, scratch_floats, pool);
+    } else {
+      zob::cpu::gemm(g, pool);
+    }
+  };
   const std::int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
   const std::int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
   const std::int64_t lda = a_cols + 5, ldb = b_cols + 3, ldc = n + 7;
@@ -122,7 +132,7 @@ void check_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
   const bf16 sentinel = zob::f32_to_bf16(12345.0f);
   std::vector<bf16> c(static_cast<std::size_t>(m * ldc), sentinel);
   zob::GemmArgs args{ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc};
-  zob::cpu::gemm(args, pool);
+  run(args);
   double worst = 0;
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
@@ -145,7 +155,7 @@ void check_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
   // Same inputs, same bits.
   std::vector<bf16> again(c.size(), sentinel);
   args.c = again.data();
-  zob::cpu::gemm(args, pool);
+  run(args);
   EXPECT_TRUE(same_bits(c, again));
 }
 
@@ -158,6 +168,19 @@ TEST(CpuKernels, GemmMatchesDoubleInTheStepsThreeShapesAndTransposeBoth) {
   check_gemm(true, false, 61, 23, 90, rng, nullptr);  // weight grad dW = dY^T X
   check_gemm(true, true, 17, 40, 33, rng, &pool);
   check_gemm(false, true, 1, 300, 257, rng, &pool);  // big enough to thread the conversions
+}
+
+// A scratch far below the operands forces tiles of C and partial sums over K (beta 1); uneven
+// shapes leave ragged last tiles, and the NaN padding catches a tile that reads past its rows.
+TEST(CpuKernels, GemmInTilesOfABoundedScratchMatchesDouble) {
+  Rng rng(29);
+  zob::ThreadPool pool(3);
+  for (const std::int64_t scratch : {3, 100, 1000}) {
+    check_gemm(false, true, 37, 53, 71, rng, &pool, scratch);
+    check_gemm(false, false, 29, 66, 45, rng, &pool, scratch);
+    check_gemm(true, false, 61, 23, 90, rng, nullptr, scratch);
+    check_gemm(true, true, 17, 40, 33, rng, &pool, scratch);
+  }
 }
 
 TEST(CpuKernels, GemmWithEmptyKWritesZerosAndRejectsShortLeadingDims) {

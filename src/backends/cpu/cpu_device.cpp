@@ -98,6 +98,7 @@ CpuDevice::CpuDevice(int threads) : pool_(std::make_unique<ThreadPool>(threads <
   utsname u{};
   if (uname(&u) == 0) info_.driver_version = std::string("Linux ") + u.release;
   info_.total_memory_bytes = mem_total_bytes();
+  info_.memory_is_host_ram = true;
 }
 
 CpuDevice::~CpuDevice() {

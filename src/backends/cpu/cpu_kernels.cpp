@@ -74,13 +74,27 @@ void widen(const bf16* src, std::int64_t ld, std::int64_t rows, std::int64_t col
 }
 
 // Per-thread fp32 scratch for gemm, kept between calls: the step repeats the same shapes and
-// re-faulting hundreds of MB of fresh pages per call would dominate the CPU device's time.
-struct GemmScratch {
-  std::vector<float> a, b, c;
-};
+// re-faulting hundreds of MB of fresh pages per call would dominate the CPU device's time. It
+// is bounded (gemm tiles C and K to fit), since on the CPU device it is host RAM that no plan
+// counts: whole operands at a 152k vocabulary took 3.4 GB per thread.
 float* grow(std::vector<float>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
   return v.data();
+}
+
+// The tile of C (mt x nt) and of the sum (kt): the whole product where it fits the scratch,
+// else the largest dimension halved until it does (small products keep their single call).
+struct GemmTile {
+  std::int64_t m, n, k;
+};
+GemmTile gemm_tile(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t scratch_floats) {
+  GemmTile t{m, n, k};
+  const auto need = [&] { return t.m * t.k + t.k * t.n + t.m * t.n; };
+  while (need() > std::max<std::int64_t>(scratch_floats, 3)) {
+    std::int64_t& big = t.m >= t.n && t.m >= t.k ? t.m : (t.n >= t.k ? t.n : t.k);
+    big = (big + 1) / 2;
+  }
+  return t;
 }
 
 float block_sum(const bf16* x, std::int64_t n) {
@@ -97,11 +111,49 @@ float block_sum(const bf16* x, std::int64_t n) {
   return lane[0];
 }
 
+// C = op(A) op(B) tile by tile: each tile's operands widened into the scratch, the partial
+// sums over K accumulated in fp32 (beta 1 after the first K tile), one rounding to bf16 at the
+// end, as the whole product does.
+void gemm_tiles(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                const bf16* a, std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c,
+                std::int64_t ldc, std::int64_t scratch_floats, ThreadPool* pool) {
+  const GemmTile t = gemm_tile(m, n, k, scratch_floats);
+  thread_local std::vector<float> scratch;  // A's tile, then B's, then C's: one bound for all
+  float* a32 = grow(scratch, t.m * t.k + t.k * t.n + t.m * t.n);
+  float* b32 = a32 + t.m * t.k;
+  float* c32 = b32 + t.k * t.n;
+  for (std::int64_t m0 = 0; m0 < m; m0 += t.m) {
+    const std::int64_t mt = std::min(t.m, m - m0);
+    for (std::int64_t n0 = 0; n0 < n; n0 += t.n) {
+      const std::int64_t nt = std::min(t.n, n - n0);
+      for (std::int64_t k0 = 0; k0 < k; k0 += t.k) {
+        const std::int64_t kt = std::min(t.k, k - k0);
+        // op(A)[m0.., k0..] and op(B)[k0.., n0..], packed: [mt,kt] or [kt,mt]; [kt,nt] or [nt,kt].
+        if (trans_a) widen(a + k0 * lda + m0, lda, kt, mt, a32, pool);
+        else widen(a + m0 * lda + k0, lda, mt, kt, a32, pool);
+        if (trans_b) widen(b + n0 * ldb + k0, ldb, nt, kt, b32, pool);
+        else widen(b + k0 * ldb + n0, ldb, kt, nt, b32, pool);
+        cblas_sgemm(
+            CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+            static_cast<blasint>(mt), static_cast<blasint>(nt), static_cast<blasint>(kt), 1.0f, a32,
+            static_cast<blasint>(trans_a ? mt : kt), b32, static_cast<blasint>(trans_b ? kt : nt),
+            k0 == 0 ? 0.0f : 1.0f, c32, static_cast<blasint>(nt));
+      }
+      for_range(pool, mt, mt * nt, [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+          for (std::int64_t j = 0; j < nt; ++j)
+            c[(m0 + r) * ldc + n0 + j] = f32_to_bf16(c32[r * nt + j]);
+        }
+      });
+    }
+  }
+}
+
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const bf16* a,
-          std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c, std::int64_t ldc,
-          ThreadPool* pool) {
+void gemm_bounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                  const bf16* a, std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c,
+                  std::int64_t ldc, std::int64_t scratch_floats, ThreadPool* pool) {
   const auto shape = [&] {
     return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
            " lda=" + std::to_string(lda) + " ldb=" + std::to_string(ldb) +
@@ -109,8 +161,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
            (trans_b ? " trans_b" : "");
   };
   if (m < 0 || n < 0 || k < 0) shape_error("gemm", "negative size: " + shape());
-  const std::int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
-  const std::int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  const std::int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;  // stored row widths
   if (lda < std::max<std::int64_t>(a_cols, 1) || ldb < std::max<std::int64_t>(b_cols, 1) ||
       ldc < std::max<std::int64_t>(n, 1)) {
     shape_error("gemm", "leading dimension smaller than the row width: " + shape());
@@ -126,21 +177,13 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   // Debian's OpenBLAS uses 32-bit blasint.
   if (std::max({m, n, k}) > INT_MAX) shape_error("gemm", "size beyond OpenBLAS's int: " + shape());
 
-  thread_local GemmScratch scratch;
-  float* a32 = grow(scratch.a, a_rows * a_cols);
-  float* b32 = grow(scratch.b, b_rows * b_cols);
-  float* c32 = grow(scratch.c, m * n);
-  widen(a, lda, a_rows, a_cols, a32, pool);
-  widen(b, ldb, b_rows, b_cols, b32, pool);
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), 1.0f, a32, static_cast<blasint>(a_cols), b32,
-              static_cast<blasint>(b_cols), 0.0f, c32, static_cast<blasint>(n));
-  for_range(pool, m, m * n, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      for (std::int64_t j = 0; j < n; ++j) c[r * ldc + j] = f32_to_bf16(c32[r * n + j]);
-    }
-  });
+  gemm_tiles(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, scratch_floats, pool);
+}
+
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const bf16* a,
+          std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c, std::int64_t ldc,
+          ThreadPool* pool) {
+  gemm_bounded(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, kGemmScratchFloats, pool);
 }
 
 void gemm(const GemmArgs& g, ThreadPool* pool) {

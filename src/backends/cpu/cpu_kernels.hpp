@@ -29,6 +29,14 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           ThreadPool* pool);
 void gemm(const GemmArgs& args, ThreadPool* pool);  // the same, from device.hpp's struct
 
+// The fp32 scratch gemm keeps per calling thread, at most (128 MiB): a larger product is computed
+// in tiles of C and of the sum that fit it.
+inline constexpr std::int64_t kGemmScratchFloats = std::int64_t{32} << 20;
+// gemm with scratch_floats in place of kGemmScratchFloats (tests tile small products with it).
+void gemm_bounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                  const bf16* a, std::int64_t lda, const bf16* b, std::int64_t ldb, bf16* c,
+                  std::int64_t ldc, std::int64_t scratch_floats, ThreadPool* pool);
+
 // out[t,:] = table[ids[t],:]. ids must be in [0, rows of table): not checked (no row count).
 void embedding_forward(const std::int32_t* ids, const bf16* table, bf16* out, std::int64_t tokens,
                        std::int64_t hidden, ThreadPool* pool);
