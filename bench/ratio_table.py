@@ -27,6 +27,9 @@ import statistics
 import sys
 import tarfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dsref as dsref_lines  # noqa: E402  (bench/dsref.py: the DSREF line's one reader)
+
 # tool arm -> DeepSpeed arm (both sides' names as they appear)
 ARM_PAIRS = (("registered", "registered"), ("unregistered", "pinned-unregistered"), ("pageable", "pageable"))
 TOOL_TO_DS = dict(ARM_PAIRS)
@@ -90,13 +93,11 @@ def collect(paths):
         first = text.split("\n", 1)[0]
         if name.endswith(".txt") and first.startswith("$ "):
             commands[name[:-len(".txt")]] = first
-        for line in text.splitlines():
-            if line.startswith("DSREF=") and line not in seen:  # the same line in two files counts once
-                seen.add(line)
-                try:
-                    dsref.append(json.loads(line[len("DSREF="):]))
-                except ValueError:
-                    pass
+        for d in dsref_lines.parse(text):
+            key = json.dumps(d, sort_keys=True)
+            if key not in seen:  # the same record in two files (NAME.ds.txt, dsref.jsonl) counts once
+                seen.add(key)
+                dsref.append(d)
     return dsref, tool_docs, commands
 
 
