@@ -30,13 +30,12 @@ std::uint64_t device_limit_bytes(const RunConfig& config, DeviceMemory device);
 // Each figure is checked against its own limit: the node's host memory against MemAvailable,
 // one rank's locked bytes against RLIMIT_MEMLOCK (per process), one rank's device peak against
 // device_limit_bytes. Where the device's memory is the host's RAM (DeviceMemory::host_ram), the
-// host check adds each rank's device memory: --device-memory where set (the caching pool may
-// hold up to it), else the planned peak. Throws UsageError naming the first shortfall.
+// host check adds each rank's planned device peak. Throws UsageError naming the first shortfall.
 void preflight_check(const RunConfig& config, const MemoryPlan& plan, const HostEnvironment& host,
                      DeviceMemory device);
 // The node's host RAM the pre-flight checks against MemAvailable: the plan's host bytes, plus
-// each rank's device memory where that is host RAM (as above).
-std::uint64_t host_ram_needed(const RunConfig& config, const MemoryPlan& plan, DeviceMemory device);
+// each rank's planned device peak where the device's memory is host RAM.
+std::uint64_t host_ram_needed(const MemoryPlan& plan, DeviceMemory device);
 
 // What DeepSpeed's own estimator (estimate_zero3_model_states_mem_needs_all_cold, the row with
 // this offload_param, offload_optimizer=cpu and zero_init=1) says a model needs, computed from

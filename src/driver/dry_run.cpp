@@ -239,10 +239,9 @@ int run_dry_run(const RunConfig& config, const HostEnvironment& host, const Devi
                      gb(host.mem_available), gb(device_limit));
   if (room.host_ram) {
     out += fmt::format(
-        "the {} device's memory is the host's RAM: host + device {} ({}) checked against "
+        "the {} device's memory is the host's RAM: host + device peak {} checked against "
         "MemAvailable\n",
-        device.backend, gb(host_ram_needed(config, plan, room)),
-        config.device_memory_bytes > 0 ? "device: --device-memory" : "device: its planned peak");
+        device.backend, gb(host_ram_needed(plan, room)));
   }
   const DeepSpeedEstimate est = deepspeed_estimate(config.model, std::max(config.gpus, 1),
                                                    config.loop == Loop::offload_param);

@@ -36,16 +36,11 @@ std::uint64_t device_limit_bytes(const RunConfig& config, DeviceMemory device) {
   return limit;
 }
 
-std::uint64_t host_ram_needed(const RunConfig& config, const MemoryPlan& plan,
-                              DeviceMemory device) {
+std::uint64_t host_ram_needed(const MemoryPlan& plan, DeviceMemory device) {
   if (!device.host_ram) return plan.host_node_bytes();
-  // The caching pool may reserve up to --device-memory (no more than the device's memory);
-  // without it, the planned peak.
-  const std::uint64_t per_rank =
-      config.device_memory_bytes > 0
-          ? std::max(device_limit_bytes(config, device), plan.device_bytes)
-          : plan.device_bytes;
-  return plan.host_node_bytes() + per_rank * static_cast<std::uint64_t>(plan.ranks);
+  // The planned (allocated) peak: the caching pool's reserved-but-unallocated bytes come on top
+  // and are not counted (docs/running.md, "Pre-flight").
+  return plan.host_node_bytes() + plan.device_bytes * static_cast<std::uint64_t>(plan.ranks);
 }
 
 namespace {
@@ -71,15 +66,13 @@ void check_host_memory(const RunConfig& config, const MemoryPlan& plan, const Ho
                        DeviceMemory device) {
   // Arms run one after another, so one arm's needs are what must fit; its ranks run at once,
   // all on this node (plan.ranks of them), each a process of its own.
-  const std::uint64_t host_needed = host_ram_needed(config, plan, device);
+  const std::uint64_t host_needed = host_ram_needed(plan, device);
   const std::uint64_t device_share = host_needed - plan.host_node_bytes();
   if (host.mem_available == 0 || host_needed <= host.mem_available) return;
   const std::string device_part =
-      device_share == 0
-          ? ""
-          : fmt::format(
-                " + {} of the CPU device's memory ({}), which is the same RAM", gb(device_share),
-                config.device_memory_bytes > 0 ? "its --device-memory" : "its planned peak");
+      device_share == 0 ? ""
+                        : fmt::format(" + {} of device memory at its planned peak, the same RAM",
+                                      gb(device_share));
   throw UsageError(fmt::format(
       "pre-flight: {} {} of host memory ({} pinned + {} Adam states{}{}) but MemAvailable "
       "is {}; use a smaller {}{} (or --skip-preflight if you know better)",
@@ -87,7 +80,7 @@ void check_host_memory(const RunConfig& config, const MemoryPlan& plan, const Ho
       gb(host_needed), gb(plan.host_pinned_bytes), gb(plan.host_pageable_bytes),
       plan.ranks > 1 ? " per rank" : "", device_part, gb(host.mem_available),
       config.model.decoder() ? "--model" : "--hidden/--layers/--vocab",
-      device_share > 0 && config.device_memory_bytes > 0 ? " or a smaller --device-memory" : ""));
+      device_share > 0 ? ", --batch or --seq" : ""));
 }
 
 }  // namespace

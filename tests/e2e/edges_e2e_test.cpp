@@ -227,36 +227,70 @@ std::uint64_t meminfo_bytes(const std::string& field) {
   return 0;
 }
 
+// The dry run's plan of `layers` (its --json): host bytes of the node and the device peak.
+struct PlannedBytes {
+  int rc = -1;
+  double host = 0, device = 0;
+  std::string err;
+};
+PlannedBytes plan_of(std::vector<std::string> args, const std::string& json) {
+  args.insert(args.end(), {"--dry-run", "--json", json});
+  const Result r = run_bench(args);
+  PlannedBytes p{r.rc, 0, 0, r.err};
+  std::ifstream in(json);
+  if (!in) return p;
+  const auto plan = nlohmann::json::parse(in).at("plan");
+  p.host = plan.at("host_node_bytes").get<double>();
+  p.device = plan.at("device_bytes").get<double>();
+  return p;
+}
+
 // The CPU device's memory is the host's RAM, so the pre-flight checks host plus device together
 // (a run it passed on a 24.7 GB box was OOM-killed: results/cpu/2026-12-07-cpu-device-memory).
-// A cap the host holds beside the plan fits; a cap the size of the host's RAM does not, though
-// the host buffers and the device cap each fit alone: exit 2, one line naming both, no arm run.
-TEST(HostRamDevice, PreflightAddsTheCpuDevicesMemoryToTheHostCheck) {
-  const std::uint64_t available = meminfo_bytes("MemAvailable");
-  const std::uint64_t total = meminfo_bytes("MemTotal");
-  ASSERT_GT(available, 0u);
-  const std::vector<std::string> model{"--device", "cpu",  "--schedule", "deepspeed",
-                                       "--hidden", "128",  "--layers",   "3",
-                                       "--vocab",  "4096", "--seq",      "64"};
-  const auto with_cap = [&](std::uint64_t cap, std::vector<std::string> more) {
-    std::vector<std::string> a = model;
-    a.insert(a.end(), {"--device-memory", std::to_string(cap / 1'000'000) + "MB"});
-    a.insert(a.end(), more.begin(), more.end());
-    return a;
+// A model sized to this machine (from two dry runs: both figures grow with --layers) whose host
+// bytes fit MemAvailable and whose device peak fits the device, but not both: exit 2, one line
+// naming both parts, no arm started; a small model fits, and its dry run says what it checked.
+TEST_F(Edges, PreflightAddsTheCpuDevicesMemoryToTheHostCheck) {
+  const auto model = [](int layers) {
+    return std::vector<std::string>{"--device",   "cpu",
+                                    "--schedule", "deepspeed",
+                                    "--hidden",   "1024",
+                                    "--vocab",    "4096",
+                                    "--seq",      "512",
+                                    "--batch",    "8",
+                                    "--layers",   std::to_string(layers)};
   };
-  const Result fits = run_bench(with_cap(available / 2, {"--dry-run"}));
+  const PlannedBytes small = plan_of(model(4), path("4.json"));
+  const PlannedBytes big = plan_of(model(40), path("40.json"));
+  ASSERT_GT(big.host, small.host) << small.err << big.err;
+  ASSERT_GT(big.device, small.device);
+  const Result fits = run_bench([&] {
+    auto a = model(4);
+    a.push_back("--dry-run");
+    return a;
+  }());
   EXPECT_EQ(fits.rc, 0) << fits.err;
-  EXPECT_NE(fits.out.find("the cpu device's memory is the host's RAM: host + device"),
+  EXPECT_NE(fits.out.find("the cpu device's memory is the host's RAM: host + device peak"),
             std::string::npos)
       << fits.out;
-  EXPECT_NE(fits.out.find("pre-flight: fits"), std::string::npos) << fits.out;
-  // The whole RAM as the cap (the device's memory is MemTotal): each figure alone fits the
-  // device and the host checks, together they exceed MemAvailable.
-  const Result refused = run_bench(with_cap(total, {"--steps", "1", "--warmup", "0"}));
+  // host + device / 2 = MemAvailable: each margin is half the device peak.
+  const double available = static_cast<double>(meminfo_bytes("MemAvailable"));
+  const double per_layer = (big.host - small.host + (big.device - small.device) / 2) / 36;
+  const double at_4 = small.host + small.device / 2;
+  const int layers = 4 + static_cast<int>((available - at_4) / per_layer);
+  ASSERT_GT(layers, 4) << "MemAvailable " << available;
+  const PlannedBytes edge = plan_of(model(layers), path("edge.json"));
+  EXPECT_EQ(edge.rc, 2) << edge.err;
+  EXPECT_LT(edge.host, available) << "the host bytes alone should fit";
+  EXPECT_GT(edge.host + edge.device, available);
+  const Result refused = run_bench([&] {
+    auto a = model(layers);
+    a.insert(a.end(), {"--steps", "1", "--warmup", "0"});
+    return a;
+  }());
   EXPECT_EQ(refused.rc, 2) << refused.err;
   EXPECT_TRUE(refused.out.empty()) << refused.out;
-  expect_one_error_line(refused, "which is the same RAM");
-  EXPECT_NE(refused.err.find("or a smaller --device-memory"), std::string::npos) << refused.err;
+  expect_one_error_line(refused, "of device memory at its planned peak, the same RAM");
   EXPECT_EQ(refused.err.find("starting"), std::string::npos) << "an arm ran: " << refused.err;
 }
 

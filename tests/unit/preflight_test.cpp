@@ -106,27 +106,24 @@ TEST(Preflight, DeviceMemoryCapIsTheLimitAndIsNamed) {
 }
 
 // The CPU device's memory is the host's RAM: host plus device must fit MemAvailable together,
-// though each fits alone. The device share is --device-memory where set (the caching pool may
-// reserve up to it), else the planned peak; a GPU's device bytes never count against the host.
+// though each fits alone. The device share is the planned peak, per rank; a GPU's device bytes
+// never count against the host.
 TEST(Preflight, HostRamDeviceAddsItsMemoryToTheHostCheck) {
   zob::RunConfig c;
-  const zob::MemoryPlan p = plan(30'000'000'000ull, 20'000'000'000ull, 30'000'000'000ull);
   const zob::DeviceMemory gpu{100'000'000'000ull, 0, false};
   const zob::DeviceMemory host_ram{100'000'000'000ull, 0, true};
-  EXPECT_EQ(refusal(c, p, roomy_host(), gpu), "");
-  EXPECT_EQ(zob::host_ram_needed(c, p, gpu), 50'000'000'000ull);
-  EXPECT_EQ(zob::host_ram_needed(c, p, host_ram), 80'000'000'000ull);
-  EXPECT_EQ(refusal(c, p, roomy_host(), host_ram), "");  // 80 of 90 GB
-  c.device_memory_bytes = 45'000'000'000ull;             // the pool may hold 45: 95 of 90
-  EXPECT_EQ(zob::host_ram_needed(c, p, host_ram), 95'000'000'000ull);
-  const std::string msg = refusal(c, p, roomy_host(), host_ram);
+  const zob::MemoryPlan fits = plan(30'000'000'000ull, 20'000'000'000ull, 30'000'000'000ull);
+  EXPECT_EQ(zob::host_ram_needed(fits, gpu), 50'000'000'000ull);
+  EXPECT_EQ(zob::host_ram_needed(fits, host_ram), 80'000'000'000ull);
+  EXPECT_EQ(refusal(c, fits, roomy_host(), host_ram), "");  // 80 of 90 GB
+  const zob::MemoryPlan over = plan(30'000'000'000ull, 20'000'000'000ull, 45'000'000'000ull);
+  EXPECT_EQ(refusal(c, over, roomy_host(), gpu), "");  // the GPU holds its 45 GB
+  const std::string msg = refusal(c, over, roomy_host(), host_ram);
   EXPECT_NE(msg.find("95.00 GB of host memory"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("the same RAM"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("or a smaller --device-memory"), std::string::npos) << msg;
-  c.device_memory_bytes = 500'000'000'000ull;  // a cap above the device: the device's 100
-  EXPECT_EQ(zob::host_ram_needed(c, p, host_ram), 150'000'000'000ull);
-  EXPECT_EQ(refusal(c, p, roomy_host(), gpu), "");
-  zob::MemoryPlan two = plan(10'000'000'000ull, 10'000'000'000ull, 20'000'000'000ull, 2);
-  c.device_memory_bytes = 0;  // two ranks: (20 host + 20 device) each
-  EXPECT_EQ(zob::host_ram_needed(c, two, host_ram), 80'000'000'000ull);
+  EXPECT_NE(msg.find("45.00 GB of device memory at its planned peak, the same RAM"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("--batch or --seq"), std::string::npos) << msg;
+  const zob::MemoryPlan two = plan(10'000'000'000ull, 10'000'000'000ull, 20'000'000'000ull, 2);
+  EXPECT_EQ(zob::host_ram_needed(two, host_ram), 80'000'000'000ull);  // (20 + 20) per rank
 }
