@@ -3,8 +3,16 @@
 #include "step/deepspeed/deepspeed_memory.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "step/caching_pool.hpp"
+#include "zob/errors.hpp"
 
 namespace zob::step_detail {
 
@@ -97,11 +105,37 @@ const char* ds_step_part_name(DsStepPart p) {
 
 namespace {
 
+// ZOB_PLAN_TRACE=FILE: the walk's blocks, one line each, "a|f SIZE ALLOCATED PART" (the pool's
+// rounded size, the walk's allocated bytes after it, the part's name), to set beside the run's
+// ZOB_POOL_TRACE (bench/pool_trace_compare.py). Appended, as ZOB_POOL_TRACE is: a header starts
+// each walk (a dry run plans more than once: the pre-flight, each point, what would fit).
+std::FILE* plan_trace() {
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  static const std::unique_ptr<std::FILE, Closer> file =
+      []() -> std::unique_ptr<std::FILE, Closer> {
+    const char* path = std::getenv("ZOB_PLAN_TRACE");
+    if (path == nullptr || *path == '\0') return nullptr;
+    std::unique_ptr<std::FILE, Closer> f(std::fopen(path, "a"));
+    if (!f) {
+      throw UsageError(fmt::format(
+          "ZOB_PLAN_TRACE: cannot open {} for appending; give a writable path or unset it", path));
+    }
+    return f;
+  }();
+  return file.get();
+}
+
 // The pool's allocated bytes, per part, as the runner's blocks come and go; at_peak is the
 // split at the first moment the total reached its peak.
 struct Walk {
   std::uint64_t now = 0, peak = 0;
   std::array<std::uint64_t, kDsStepParts> parts{}, at_peak{};
+  std::FILE* trace = plan_trace();
+  Walk() {
+    if (trace) std::fprintf(trace, "# walk of process %d\n", static_cast<int>(::getpid()));
+  }
   void take(DsStepPart p, std::uint64_t bytes) {
     const std::uint64_t b = CachingPoolDevice::fresh_block_size(bytes);
     now += b;
@@ -110,11 +144,19 @@ struct Walk {
       peak = now;
       at_peak = parts;
     }
+    log('a', b, p);
   }
   void give(DsStepPart p, std::uint64_t bytes) {
     const std::uint64_t b = CachingPoolDevice::fresh_block_size(bytes);
     now -= b;
     parts[static_cast<std::size_t>(p)] -= b;
+    log('f', b, p);
+  }
+  void log(char op, std::uint64_t b, DsStepPart p) const {
+    if (trace) {
+      std::fprintf(trace, "%c %llu %llu %s\n", op, static_cast<unsigned long long>(b),
+                   static_cast<unsigned long long>(now), ds_step_part_name(p));
+    }
   }
 };
 
