@@ -378,10 +378,12 @@ TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
 
   // What would fit: a shape whose activations outweigh the reduce bucket (dry runs only, no
   // step), capped between its batch-1 and batch-16 plans; the batch it names passes the
-  // pre-flight and the next one does not.
+  // pre-flight and the next one does not. Sized so that host + device at batch 16 (8.6 GB)
+  // stays far below a CI box's MemAvailable: on the cpu device the host check adds the device
+  // peak, and a shape near the box's RAM would be refused for the host, not the cap.
   const std::vector<std::string> big{
-      "--device", "cpu", "--schedule", "deepspeed", "--offload-param", "--hidden", "2048",
-      "--layers", "8",   "--seq",      "2048"};
+      "--device", "cpu",  "--schedule", "deepspeed", "--offload-param", "--hidden", "2048",
+      "--layers", "4",    "--seq",      "1024",      "--vocab",         "8192"};
   const auto with = [&](std::uint64_t limit, int batch) {
     std::vector<std::string> a = big;
     a.insert(a.end(), {"--dry-run", "--device-memory", std::to_string(limit), "--batch",
