@@ -382,8 +382,8 @@ TEST(SchedE2E, DeviceMemoryCapsTheRunWhereThePlanSays) {
   // stays far below a CI box's MemAvailable: on the cpu device the host check adds the device
   // peak, and a shape near the box's RAM would be refused for the host, not the cap.
   const std::vector<std::string> big{
-      "--device", "cpu",  "--schedule", "deepspeed", "--offload-param", "--hidden", "2048",
-      "--layers", "4",    "--seq",      "1024",      "--vocab",         "8192"};
+      "--device", "cpu", "--schedule", "deepspeed", "--offload-param", "--hidden", "2048",
+      "--layers", "4",   "--seq",      "1024",      "--vocab",         "8192"};
   const auto with = [&](std::uint64_t limit, int batch) {
     std::vector<std::string> a = big;
     a.insert(a.end(), {"--dry-run", "--device-memory", std::to_string(limit), "--batch",
